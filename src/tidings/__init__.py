@@ -1,0 +1,34 @@
+"""tidings: durable, auditable e-mail and SMS notifications on PostgreSQL."""
+
+from tidings.client import Tidings
+from tidings.domain.clock import Clock, ManualClock, SystemClock
+from tidings.domain.errors import (
+    AlreadyTerminal,
+    Conflict,
+    IdempotencyConflict,
+    InvalidInput,
+    NotFound,
+    StaleTransition,
+    TidingsError,
+)
+from tidings.domain.intent import Attempt, Intent, TimelineEntry
+from tidings.domain.states import AttemptState, IntentState
+
+__all__ = [
+    "AlreadyTerminal",
+    "Attempt",
+    "AttemptState",
+    "Clock",
+    "Conflict",
+    "IdempotencyConflict",
+    "Intent",
+    "IntentState",
+    "InvalidInput",
+    "ManualClock",
+    "NotFound",
+    "StaleTransition",
+    "SystemClock",
+    "Tidings",
+    "TidingsError",
+    "TimelineEntry",
+]

@@ -1,0 +1,172 @@
+"""The library entry point: `Tidings`.
+
+    t = Tidings()                     # no DATABASE_URL: the embedded PostgreSQL
+    t.migrate()
+    intent = t.notify(idempotency_key="waitlist:771:1842:offer:1", channel="sms", ...)
+
+`notify(conn=...)` joins the caller's psycopg transaction: the intent
+commits with the business decision that caused it, or not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from tidings.config import Settings
+from tidings.domain.cancellation import parse_reason
+from tidings.domain.clock import Clock, SystemClock
+from tidings.domain.errors import AlreadyTerminal, NotFound, StaleTransition
+from tidings.domain.intent import Intent, TimelineEntry
+from tidings.domain.transitions import Event
+from tidings.intake import IntentRequest, create_or_replay
+from tidings.store import ledger
+from tidings.store.database import Database
+from tidings.store.embedded import embedded_url
+from tidings.store.migrate import migrate as apply_migrations
+from tidings.vault import Vault, local_secret
+
+# A cancel retries when it loses a race to a worker; each retry re-reads the
+# committed state, so a handful always suffices unless something is broken.
+CANCEL_RETRIES = 8
+
+
+class Tidings:
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        tenant: str | None = None,
+        clock: Clock | None = None,
+        settings: Settings | None = None,
+        secret_key: str | None = None,
+    ) -> None:
+        self.settings = settings or Settings()
+        self.url = database_url or self.settings.database_url or embedded_url(
+            self.settings.resolved_home()
+        )
+        self.tenant = tenant or self.settings.tenant
+        self.clock: Clock = clock or SystemClock()
+        self.vault = Vault(secret_key or self._secret())
+        self.db = Database(self.url, max_size=self.settings.pool_size)
+        self._tenant_ready = False
+
+    def _secret(self) -> str:
+        configured = self.settings.secret_key
+        if configured is not None:
+            return configured.get_secret_value()
+        return local_secret(self.settings.resolved_home())
+
+    def migrate(self) -> list[str]:
+        return [f"{m.version:04d}_{m.name}" for m in apply_migrations(self.url)]
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Tidings:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _ensure_tenant(self) -> None:
+        # Committed on our own connection, so a caller's rollback never
+        # takes the tenant row with it.
+        if not self._tenant_ready:
+            with self.db.transaction() as conn:
+                ledger.ensure_tenant(conn, self.tenant)
+            self._tenant_ready = True
+
+    def notify(
+        self,
+        *,
+        idempotency_key: str,
+        channel: str,
+        recipient: Mapping[str, Any],
+        template: str | Mapping[str, Any],
+        variables: Mapping[str, Any] | None = None,
+        purpose: str,
+        event_class: str,
+        expires_at: datetime | None = None,
+        not_before: datetime | None = None,
+        correlation_id: str | None = None,
+        resend_budget: int | None = None,
+        conn: psycopg.Connection[Any] | None = None,
+        actor: str = "library",
+    ) -> Intent:
+        """Record the intent to notify; the same key and body return the first."""
+        request = IntentRequest.parse(
+            idempotency_key=idempotency_key,
+            channel=channel,
+            recipient=recipient,
+            template=template,
+            variables=variables,
+            purpose=purpose,
+            event_class=event_class,
+            expires_at=expires_at,
+            not_before=not_before,
+            correlation_id=correlation_id,
+            resend_budget=resend_budget,
+            now=self.clock.now(),
+        )
+        self._ensure_tenant()
+        with self.db.transaction(conn) as tx:
+            intent, _ = create_or_replay(tx, self.tenant, request, self.vault, self.clock.now(), actor)
+        return intent
+
+    def get(self, intent_id: UUID | str) -> Intent:
+        with self.db.transaction() as conn:
+            intent = ledger.get_intent(conn, self.tenant, _uuid(intent_id), with_attempts=True)
+        if intent is None:
+            raise NotFound(f"no intent {intent_id}")
+        return intent
+
+    def cancel(
+        self,
+        intent_id: UUID | str,
+        reason: str,
+        *,
+        conn: psycopg.Connection[Any] | None = None,
+        actor: str = "library",
+    ) -> Intent:
+        """Stop any further attempt. A message already accepted cannot be unsent."""
+        why = parse_reason(reason)
+        with self.db.transaction(conn) as tx:
+            return cancel_intent(tx, self.tenant, _uuid(intent_id), why.value, self.clock.now(), actor)
+
+    def timeline(self, intent_id: UUID | str) -> list[TimelineEntry]:
+        self.get(intent_id)
+        with self.db.transaction() as conn:
+            return ledger.timeline(conn, self.tenant, _uuid(intent_id))
+
+
+def cancel_intent(
+    conn: psycopg.Connection[Any], tenant: str, intent_id: UUID, reason: str, now: datetime, actor: str
+) -> Intent:
+    for _ in range(CANCEL_RETRIES):
+        intent = ledger.get_intent(conn, tenant, intent_id)
+        if intent is None:
+            raise NotFound(f"no intent {intent_id}")
+        if intent.terminal:
+            raise AlreadyTerminal(intent.state.value)
+        try:
+            move = ledger.Move(cancel_reason=reason)
+            return ledger.transition(
+                conn, intent, Event.CANCEL, now=now, actor=actor, move=move, detail={"reason": reason}
+            )
+        except StaleTransition:
+            continue
+    raise StaleTransition(f"intent {intent_id} kept changing; cancel not applied")
+
+
+def _uuid(value: UUID | str) -> UUID:
+    if isinstance(value, UUID):
+        return value
+    try:
+        return UUID(str(value))
+    except ValueError:
+        raise NotFound(f"no intent {value}") from None

@@ -1,0 +1,51 @@
+"""The exception tree. Errors that reach an API client carry a stable code.
+
+TidingsError
+├── InvalidInput            bad request data; nothing was created (422)
+├── NotFound                no such row for this tenant (404)
+├── Conflict                the request clashes with what exists (409)
+│   ├── IdempotencyConflict the key was used with a different body
+│   └── AlreadyTerminal     the intent is finished; it cannot change
+└── StaleTransition         someone else moved the intent first
+"""
+
+from __future__ import annotations
+
+
+class TidingsError(Exception):
+    code = "TIDINGS_ERROR"
+
+
+class InvalidInput(TidingsError, ValueError):
+    code = "INVALID_INPUT"
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class NotFound(TidingsError, LookupError):
+    code = "NOT_FOUND"
+
+
+class Conflict(TidingsError):
+    code = "CONFLICT"
+
+
+class IdempotencyConflict(Conflict):
+    code = "IDEMPOTENCY_CONFLICT"
+
+
+class AlreadyTerminal(Conflict):
+    code = "ALREADY_TERMINAL"
+
+    def __init__(self, state: str) -> None:
+        super().__init__(f"the intent is already {state}")
+        self.state = state
+
+
+class StaleTransition(TidingsError):
+    """Zero rows matched the version-checked update: stop, do not retry blindly."""
+
+    code = "STALE_TRANSITION"

@@ -1,0 +1,46 @@
+"""Idempotency keys: how a request, an attempt and a report name themselves."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from tidings.domain.errors import InvalidInput
+
+MAX_KEY_LENGTH = 255
+
+
+class InvalidKey(InvalidInput):
+    def __init__(self, message: str) -> None:
+        super().__init__("idempotency_key", message)
+
+
+def check_key(key: object) -> str:
+    if not isinstance(key, str) or not key.strip():
+        raise InvalidKey("idempotency_key is required")
+    if len(key) > MAX_KEY_LENGTH:
+        raise InvalidKey(f"idempotency_key is longer than {MAX_KEY_LENGTH} characters")
+    return key
+
+
+def attempt_key(intent_key: str, n: int) -> str:
+    """The key a provider sees for attempt n, derived so a lookup can find it."""
+    if n < 1:
+        raise ValueError("attempt numbers start at 1")
+    return f"{intent_key}:attempt:{n}"
+
+
+def report_key(report_id: str, revision: int | str, channel: str) -> str:
+    return f"report:{report_id}:revision:{revision}:{channel}"
+
+
+def job_recipient_key(job_key: str, recipient_ref: str, channel: str) -> str:
+    return f"job:{job_key}:{recipient_ref}:{channel}"
+
+
+def fingerprint(request: Mapping[str, Any]) -> str:
+    """A stable digest of a create request, to tell a replay from a conflict."""
+    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()

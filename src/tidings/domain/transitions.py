@@ -1,0 +1,240 @@
+"""The transition table: the one contract shared by the API, the workers,
+the sweeper and the operator tooling.
+
+It starts from seed 000's table and extends it for `failed`,
+`no_permitted_channel`, an explicit `reconciling` state for outcomes that
+are not known yet (a crashed worker, a timed-out call), and a terminal
+`unknown` for outcomes that stayed unknown past their reconciliation budget.
+Unknown is never treated as failure, so it never leads to a resend.
+
+`docs/states.md` is generated from this module (`python -m
+tidings.domain.transitions`); edit the table here, never the document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from tidings.domain.states import (
+    TERMINAL_ATTEMPT,
+    TERMINAL_INTENT,
+    AttemptState,
+    IntentState,
+)
+
+S = IntentState
+
+
+class Event(StrEnum):
+    CLAIM = "claim"
+    DEFER = "defer"
+    PROVIDER_ACCEPTED = "provider_accepted"
+    PROVIDER_DEFERRED = "provider_deferred"
+    PROVIDER_REJECTED = "provider_rejected"
+    OUTCOME_UNKNOWN = "outcome_unknown"
+    NOT_RECEIVED = "not_received"
+    DELIVERED = "delivered"
+    UNDELIVERED_RETRYABLE = "undelivered_retryable"
+    RESEND_BUDGET_EXHAUSTED = "resend_budget_exhausted"
+    DELIVERY_FAILED = "delivery_failed"
+    RECONCILIATION_EXHAUSTED = "reconciliation_exhausted"
+    CANCEL = "cancel"
+    POLICY_DENIED = "policy_denied"
+    NO_PERMITTED_CHANNEL = "no_permitted_channel"
+    DEADLINE_PASSED = "deadline_passed"
+
+
+@dataclass(frozen=True)
+class Rule:
+    source: frozenset[IntentState]
+    event: Event
+    target: IntentState
+    side_effect: str
+
+
+def _rule(sources: set[IntentState], event: Event, target: IntentState, effect: str) -> Rule:
+    return Rule(frozenset(sources), event, target, effect)
+
+
+NONTERMINAL: frozenset[IntentState] = frozenset(set(IntentState) - TERMINAL_INTENT)
+
+RULES: tuple[Rule, ...] = (
+    _rule(
+        {S.PENDING, S.RESEND_DUE},
+        Event.CLAIM,
+        S.SENDING,
+        "lease the intent, consume rate allowance, open attempt n+1",
+    ),
+    _rule(
+        {S.PENDING, S.RESEND_DUE},
+        Event.DEFER,
+        S.PENDING,
+        "store the next eligible time (quiet window, rate limit)",
+    ),
+    _rule(
+        {S.SENDING},
+        Event.PROVIDER_ACCEPTED,
+        S.ACCEPTED,
+        "record provider id, schedule first status check",
+    ),
+    _rule(
+        {S.SENDING},
+        Event.PROVIDER_DEFERRED,
+        S.PENDING,
+        "provider did not process it (429, refused): retry after its time",
+    ),
+    _rule({S.SENDING}, Event.PROVIDER_REJECTED, S.FAILED, "record the permanent rejection code"),
+    _rule(
+        {S.SENDING},
+        Event.OUTCOME_UNKNOWN,
+        S.RECONCILING,
+        "look the attempt up before any new attempt",
+    ),
+    _rule(
+        {S.RECONCILING},
+        Event.PROVIDER_ACCEPTED,
+        S.ACCEPTED,
+        "the lookup found the message: keep polling it",
+    ),
+    _rule(
+        {S.RECONCILING},
+        Event.NOT_RECEIVED,
+        S.PENDING,
+        "the provider proves it never got the message: a new attempt may start",
+    ),
+    _rule(
+        {S.RECONCILING},
+        Event.RECONCILIATION_EXHAUSTED,
+        S.UNKNOWN,
+        "stop checking; the outcome stays unknown and visible",
+    ),
+    _rule({S.ACCEPTED, S.RECONCILING}, Event.DELIVERED, S.DELIVERED, "stop polling"),
+    _rule(
+        {S.ACCEPTED, S.RECONCILING},
+        Event.UNDELIVERED_RETRYABLE,
+        S.RESEND_DUE,
+        "schedule a resend within the resend budget",
+    ),
+    _rule(
+        {S.ACCEPTED, S.RECONCILING},
+        Event.RESEND_BUDGET_EXHAUSTED,
+        S.FAILED,
+        "no budget left for another attempt",
+    ),
+    _rule({S.ACCEPTED, S.RECONCILING}, Event.DELIVERY_FAILED, S.FAILED, "permanent non-delivery"),
+    _rule(
+        {S.ACCEPTED},
+        Event.RECONCILIATION_EXHAUSTED,
+        S.UNKNOWN,
+        "no terminal evidence within the polling budget",
+    ),
+    _rule(
+        set(NONTERMINAL),
+        Event.CANCEL,
+        S.CANCELED,
+        "no further attempt; late observations update only the attempt",
+    ),
+    _rule(
+        {S.PENDING, S.RESEND_DUE},
+        Event.POLICY_DENIED,
+        S.SUPPRESSED,
+        "record the policy decision and its code",
+    ),
+    _rule(
+        {S.PENDING},
+        Event.NO_PERMITTED_CHANNEL,
+        S.NO_PERMITTED_CHANNEL,
+        "record the channel resolution evidence",
+    ),
+    _rule(
+        set(NONTERMINAL),
+        Event.DEADLINE_PASSED,
+        S.EXPIRED,
+        "release the offered spot; no further attempt",
+    ),
+)
+
+TABLE: dict[tuple[IntentState, Event], Rule] = {
+    (source, rule.event): rule for rule in RULES for source in sorted(rule.source)
+}
+
+
+class InvalidTransition(Exception):
+    def __init__(self, state: IntentState, event: Event) -> None:
+        super().__init__(f"invalid transition: {state} + {event}")
+        self.state = state
+        self.event = event
+
+
+def next_state(state: IntentState, event: Event) -> IntentState:
+    rule = TABLE.get((state, event))
+    if rule is None:
+        raise InvalidTransition(state, event)
+    return rule.target
+
+
+def allowed(state: IntentState, event: Event) -> bool:
+    return (state, event) in TABLE
+
+
+def on_undelivered(resend_budget: int, attempts_made: int) -> Event:
+    """A retryable non-delivery resends only while the budget has room.
+
+    The budget counts resends: the first attempt is free, so an intent with a
+    budget of 2 makes at most 3 attempts that reached the provider.
+    """
+    if attempts_made <= resend_budget:
+        return Event.UNDELIVERED_RETRYABLE
+    return Event.RESEND_BUDGET_EXHAUSTED
+
+
+# Attempts: observations move them forward only, never back. `unknown` can
+# still be resolved by late evidence; the other terminal states are final.
+ATTEMPT_RANK: dict[AttemptState, int] = {
+    AttemptState.SENDING: 0,
+    AttemptState.UNKNOWN: 1,
+    AttemptState.ACCEPTED: 2,
+    AttemptState.UNDELIVERED: 3,
+    AttemptState.FAILED: 3,
+    AttemptState.DELIVERED: 3,
+}
+
+
+def attempt_advances(current: AttemptState, observed: AttemptState) -> bool:
+    """Whether an observation may move an attempt from `current` to `observed`."""
+    if current in TERMINAL_ATTEMPT:
+        return False
+    return ATTEMPT_RANK[observed] > ATTEMPT_RANK[current]
+
+
+def markdown_table() -> str:
+    lines = [
+        "| Current state | Event | Next state | Side effect |",
+        "|---|---|---|---|",
+    ]
+    for rule in RULES:
+        sources = " or ".join(f"`{s}`" for s in IntentState if s in rule.source)
+        lines.append(f"| {sources} | `{rule.event}` | `{rule.target}` | {rule.side_effect} |")
+    return "\n".join(lines)
+
+
+def states_document() -> str:
+    terminal = ", ".join(f"`{s}`" for s in IntentState if s in TERMINAL_INTENT)
+    ranks = "\n".join(f"| `{a}` | {r} |" for a, r in ATTEMPT_RANK.items())
+    return (
+        "# Intent states\n\n"
+        "Generated from `src/tidings/domain/transitions.py` by\n"
+        "`python -m tidings.domain.transitions > docs/states.md`; do not edit.\n\n"
+        f"Terminal states: {terminal}. A terminal intent never moves again.\n\n"
+        f"{markdown_table()}\n\n"
+        "## Attempts\n\n"
+        "An observation moves an attempt only to a higher rank; a repeated or\n"
+        "older observation is stored but changes nothing. Rank 3 is final.\n\n"
+        "| Attempt state | Rank |\n|---|---|\n"
+        f"{ranks}\n"
+    )
+
+
+if __name__ == "__main__":
+    print(states_document(), end="")

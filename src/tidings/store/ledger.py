@@ -1,0 +1,146 @@
+"""The intent ledger: create, move and read intents on a caller's connection.
+
+Every function takes the connection it works on, so the same code serves
+the caller's own transaction (the outbox), the API and the workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from tidings.domain.errors import StaleTransition
+from tidings.domain.intent import Attempt, Intent, TimelineEntry
+from tidings.domain.states import IntentState, is_terminal
+from tidings.domain.transitions import Event, next_state
+from tidings.store.database import execute, fetch_all, fetch_one
+
+Conn = psycopg.Connection[Any]
+
+
+@dataclass(frozen=True)
+class Move:
+    """What a transition changes besides the state."""
+
+    next_due_at: datetime | None = None
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    attempts_added: int = 0
+    decision_code: str | None = None
+    policy_version: str | None = None
+    cancel_reason: str | None = None
+
+
+def ensure_tenant(conn: Conn, tenant_id: str) -> None:
+    execute(conn, "ensure_tenant", {"tenant_id": tenant_id, "name": tenant_id})
+
+
+def store_destination(
+    conn: Conn, tenant_id: str, reference: str, channel: str, ciphertext: bytes, country: str | None
+) -> None:
+    execute(
+        conn,
+        "store_destination",
+        {
+            "tenant_id": tenant_id,
+            "destination_hash": reference,
+            "channel": channel,
+            "ciphertext": ciphertext,
+            "country": country,
+        },
+    )
+
+
+def destination_ciphertext(conn: Conn, tenant_id: str, reference: str) -> bytes | None:
+    row = fetch_one(
+        conn, "destination_ciphertext", {"tenant_id": tenant_id, "destination_hash": reference}
+    )
+    return bytes(row["ciphertext"]) if row else None
+
+
+def create_intent(conn: Conn, values: Mapping[str, Any]) -> Intent | None:
+    """Insert the intent and its creation audit; None when the key exists."""
+    row = fetch_one(conn, "create_intent", values)
+    return Intent.from_row(row) if row else None
+
+
+def intent_by_key(conn: Conn, tenant_id: str, key: str) -> Intent | None:
+    row = fetch_one(conn, "intent_by_key", {"tenant_id": tenant_id, "idempotency_key": key})
+    return Intent.from_row(row) if row else None
+
+
+def get_intent(conn: Conn, tenant_id: str, intent_id: UUID, *, with_attempts: bool = False) -> Intent | None:
+    row = fetch_one(conn, "intent_by_id", {"tenant_id": tenant_id, "id": intent_id})
+    if row is None:
+        return None
+    attempts = attempts_of(conn, tenant_id, intent_id) if with_attempts else ()
+    return Intent.from_row(row, attempts)
+
+
+def attempts_of(conn: Conn, tenant_id: str, intent_id: UUID) -> tuple[Attempt, ...]:
+    rows = fetch_all(conn, "attempts_of", {"tenant_id": tenant_id, "id": intent_id})
+    return tuple(Attempt.from_row(r) for r in rows)
+
+
+def transition(
+    conn: Conn,
+    intent: Intent,
+    event: Event,
+    *,
+    now: datetime,
+    actor: str,
+    move: Move = Move(),
+    detail: Mapping[str, Any] | None = None,
+) -> Intent:
+    """Apply `event` to the intent at exactly the version we read.
+
+    Raises InvalidTransition for a move the table forbids, and
+    StaleTransition when the row changed since it was read.
+    """
+    target = next_state(intent.state, event)
+    row = fetch_one(conn, "transition", _transition_params(intent, event, target, now, actor, move, detail))
+    if row is None:
+        raise StaleTransition(
+            f"intent {intent.id} moved on from version {intent.version} ({intent.state})"
+        )
+    return Intent.from_row(row)
+
+
+def _transition_params(
+    intent: Intent,
+    event: Event,
+    target: IntentState,
+    now: datetime,
+    actor: str,
+    move: Move,
+    detail: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    return {
+        "tenant_id": intent.tenant_id,
+        "id": intent.id,
+        "version": intent.version,
+        "from_state": intent.state.value,
+        "to_state": target.value,
+        "event": event.value,
+        "terminal": is_terminal(target),
+        "now": now,
+        "actor": actor,
+        "input": dict(detail or {}),
+        "next_due_at": move.next_due_at,
+        "lease_owner": move.lease_owner,
+        "lease_expires_at": move.lease_expires_at,
+        "attempts_added": move.attempts_added,
+        "decision_code": move.decision_code,
+        "policy_version": move.policy_version,
+        "cancel_reason": move.cancel_reason,
+    }
+
+
+def timeline(conn: Conn, tenant_id: str, intent_id: UUID) -> list[TimelineEntry]:
+    rows = fetch_all(conn, "timeline", {"tenant_id": tenant_id, "id": intent_id})
+    return [TimelineEntry(**r) for r in rows]

@@ -1,0 +1,89 @@
+"""Versioned SQL migrations, applied in order, once, under an advisory lock.
+
+Two processes migrating at once serialize on the lock; the second finds
+nothing left to do. A migration file that changed after it was applied is
+refused: history is not rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import psycopg
+
+# Any fixed 64-bit number works; this one spells "tidings" in ASCII.
+MIGRATION_LOCK = 0x74696469_6E6773
+
+
+class MigrationError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+def available() -> list[Migration]:
+    folder = resources.files("tidings.store").joinpath("sql", "migrations")
+    found = []
+    for item in folder.iterdir():
+        if item.name.endswith(".sql"):
+            number, _, rest = item.name.partition("_")
+            found.append(Migration(int(number), rest.removesuffix(".sql"), item.read_text()))
+    found.sort(key=lambda m: m.version)
+    if len({m.version for m in found}) != len(found):
+        raise MigrationError("two migrations share a version number")
+    return found
+
+
+def migrate(url: str) -> list[Migration]:
+    """Apply every pending migration; returns the ones applied now."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+        try:
+            return _apply_pending(conn)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+
+
+def _apply_pending(conn: psycopg.Connection[Any]) -> list[Migration]:
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
+        " applied_at timestamptz NOT NULL DEFAULT now())"
+    )
+    done = {v: c for v, c in conn.execute("SELECT version, checksum FROM schema_migrations")}
+    applied = []
+    for migration in available():
+        if migration.version in done:
+            if done[migration.version] != migration.checksum:
+                raise MigrationError(
+                    f"migration {migration.version} ({migration.name}) changed after it was applied"
+                )
+            continue
+        with conn.transaction():
+            conn.execute(migration.sql.encode())
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
+                (migration.version, migration.name, migration.checksum),
+            )
+        applied.append(migration)
+    return applied
+
+
+def current_version(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT coalesce(max(version), 0) FROM schema_migrations"
+        ).fetchone()
+        return int(row[0]) if row else 0

@@ -1,0 +1,38 @@
+"""Named SQL queries, loaded once from `sql/queries/*.sql`.
+
+Each query starts with a `-- name: <name>` line; nobody hunts for SQL in
+Python strings.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+
+_HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+
+
+def _parse(text: str) -> dict[str, str]:
+    parts = _HEADER.split(text)
+    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+@cache
+def all_queries() -> dict[str, str]:
+    found: dict[str, str] = {}
+    folder = resources.files("tidings.store").joinpath("sql", "queries")
+    for item in sorted(folder.iterdir(), key=lambda p: p.name):
+        if item.name.endswith(".sql"):
+            for name, sql in _parse(item.read_text()).items():
+                if name in found:
+                    raise RuntimeError(f"query {name} is defined twice")
+                found[name] = sql
+    return found
+
+
+def q(name: str) -> str:
+    try:
+        return all_queries()[name]
+    except KeyError:
+        raise KeyError(f"no SQL query named {name!r}") from None

@@ -1,0 +1,174 @@
+-- The durable intent ledger: intents, their attempts, observations of what
+-- providers say, an append-only audit of every transition, and the events
+-- the application reads. Every table carries tenant_id and every primary or
+-- unique key starts with it, so the schema distributes unchanged (Citus).
+
+CREATE TABLE tenants (
+    tenant_id   text        NOT NULL,
+    name        text        NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id)
+);
+
+-- A destination is stored once, encrypted, and referenced by a keyed hash.
+CREATE TABLE destinations (
+    tenant_id         text        NOT NULL REFERENCES tenants (tenant_id),
+    destination_hash  text        NOT NULL,
+    channel           text        NOT NULL CHECK (channel IN ('sms', 'email')),
+    ciphertext        bytea       NOT NULL,
+    country           text,
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, destination_hash)
+);
+
+CREATE TABLE intents (
+    tenant_id         text        NOT NULL REFERENCES tenants (tenant_id),
+    id                uuid        NOT NULL,
+    idempotency_key   text        NOT NULL,
+    request_hash      text        NOT NULL,
+    channel           text        NOT NULL CHECK (channel IN ('sms', 'email')),
+    state             text        NOT NULL CHECK (state IN (
+                          'pending', 'sending', 'accepted', 'resend_due', 'reconciling',
+                          'delivered', 'canceled', 'suppressed', 'no_permitted_channel',
+                          'failed', 'expired', 'unknown')),
+    version           integer     NOT NULL DEFAULT 1 CHECK (version >= 1),
+    recipient_ref     text        NOT NULL,
+    destination_hash  text,
+    country           text,
+    timezone          text,
+    locale            text,
+    template_name     text        NOT NULL,
+    template_revision integer,
+    variables         jsonb       NOT NULL DEFAULT '{}'::jsonb,
+    purpose           text        NOT NULL,
+    event_class       text        NOT NULL,
+    correlation_id    text,
+    job_id            uuid,
+    policy_version    text,
+    decision_code     text,
+    cancel_reason     text,
+    resend_budget     integer     NOT NULL DEFAULT 0 CHECK (resend_budget >= 0),
+    attempt_count     integer     NOT NULL DEFAULT 0 CHECK (attempt_count >= 0),
+    expires_at        timestamptz,
+    not_before        timestamptz,
+    next_due_at       timestamptz,
+    lease_owner       text,
+    lease_expires_at  timestamptz,
+    created_by        text        NOT NULL,
+    -- The four ledger timestamps (seed 002): intent created, provider
+    -- accepted, last status observed, terminal state observed.
+    created_at        timestamptz NOT NULL,
+    accepted_at       timestamptz,
+    last_status_at    timestamptz,
+    terminal_at       timestamptz,
+    updated_at        timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, id),
+    UNIQUE (tenant_id, idempotency_key),
+    FOREIGN KEY (tenant_id, destination_hash) REFERENCES destinations (tenant_id, destination_hash),
+    CHECK ((state = 'sending') = (lease_owner IS NOT NULL))
+);
+
+-- Claims walk due intents in keyset order; only claimable rows are indexed.
+CREATE INDEX intents_due ON intents (next_due_at, id)
+    WHERE state IN ('pending', 'resend_due');
+CREATE INDEX intents_leases ON intents (lease_expires_at)
+    WHERE state = 'sending';
+CREATE INDEX intents_deadlines ON intents (expires_at)
+    WHERE expires_at IS NOT NULL
+      AND state IN ('pending', 'sending', 'accepted', 'resend_due', 'reconciling');
+CREATE INDEX intents_unreconciled ON intents (event_class, channel, created_at)
+    WHERE state IN ('sending', 'accepted', 'reconciling');
+CREATE INDEX intents_job ON intents (tenant_id, job_id, id) WHERE job_id IS NOT NULL;
+
+CREATE TABLE attempts (
+    tenant_id           text        NOT NULL,
+    intent_id           uuid        NOT NULL,
+    n                   integer     NOT NULL CHECK (n >= 1),
+    attempt_key         text        NOT NULL,
+    channel             text        NOT NULL,
+    state               text        NOT NULL CHECK (state IN (
+                            'sending', 'accepted', 'delivered', 'undelivered', 'failed',
+                            'unknown')),
+    provider            text        NOT NULL,
+    provider_message_id text,
+    code                text,
+    segments            integer,
+    encoding            text,
+    created_at          timestamptz NOT NULL,
+    accepted_at         timestamptz,
+    last_status_at      timestamptz,
+    terminal_at         timestamptz,
+    check_count         integer     NOT NULL DEFAULT 0,
+    next_check_at       timestamptz,
+    checks_expire_at    timestamptz,
+    PRIMARY KEY (tenant_id, intent_id, n),
+    UNIQUE (tenant_id, attempt_key),
+    FOREIGN KEY (tenant_id, intent_id) REFERENCES intents (tenant_id, id)
+);
+
+CREATE INDEX attempts_provider_message ON attempts (provider, provider_message_id)
+    WHERE provider_message_id IS NOT NULL;
+CREATE INDEX attempts_checks ON attempts (next_check_at)
+    WHERE state IN ('sending', 'accepted', 'unknown') AND next_check_at IS NOT NULL;
+
+-- What providers told us, exactly once per provider event: append-only.
+CREATE TABLE observations (
+    tenant_id           text        NOT NULL,
+    id                  bigint      GENERATED ALWAYS AS IDENTITY,
+    provider            text        NOT NULL,
+    dedupe_key          text        NOT NULL,
+    intent_id           uuid,
+    attempt_n           integer,
+    provider_message_id text,
+    status              text        NOT NULL,
+    code                text,
+    raw_status          text,
+    source              text        NOT NULL CHECK (source IN ('webhook', 'poll', 'send', 'lookup')),
+    occurred_at         timestamptz,
+    received_at         timestamptz NOT NULL,
+    effect              text,
+    raw                 jsonb       NOT NULL DEFAULT '{}'::jsonb,
+    PRIMARY KEY (tenant_id, id),
+    UNIQUE (tenant_id, provider, dedupe_key)
+);
+
+CREATE INDEX observations_intent ON observations (tenant_id, intent_id, id);
+CREATE INDEX observations_unmatched ON observations (provider, provider_message_id)
+    WHERE intent_id IS NULL;
+
+-- The audit: one row per version of an intent, written in the same
+-- statement as the version-checked update that made it.
+CREATE TABLE transitions (
+    tenant_id       text        NOT NULL,
+    id              bigint      GENERATED ALWAYS AS IDENTITY,
+    intent_id       uuid        NOT NULL,
+    version         integer     NOT NULL,
+    from_state      text,
+    to_state        text        NOT NULL,
+    event           text        NOT NULL,
+    actor           text        NOT NULL,
+    input           jsonb       NOT NULL DEFAULT '{}'::jsonb,
+    policy_version  text,
+    decision_code   text,
+    at              timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, id),
+    UNIQUE (tenant_id, intent_id, version),
+    FOREIGN KEY (tenant_id, intent_id) REFERENCES intents (tenant_id, id)
+);
+
+-- Application-facing events. Readers page by (txid, id) and only see rows
+-- whose transaction is older than every running one, so a cursor never
+-- skips an event that commits late.
+CREATE TABLE events (
+    tenant_id   text        NOT NULL,
+    id          bigint      GENERATED ALWAYS AS IDENTITY,
+    txid        xid8        NOT NULL DEFAULT pg_current_xact_id(),
+    type        text        NOT NULL,
+    intent_id   uuid,
+    job_id      uuid,
+    payload     jsonb       NOT NULL DEFAULT '{}'::jsonb,
+    created_at  timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, id)
+);
+
+CREATE INDEX events_cursor ON events (tenant_id, txid, id);

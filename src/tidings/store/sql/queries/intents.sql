@@ -1,0 +1,104 @@
+-- name: ensure_tenant
+INSERT INTO tenants (tenant_id, name)
+VALUES (%(tenant_id)s, %(name)s)
+ON CONFLICT (tenant_id) DO NOTHING;
+
+-- name: store_destination
+INSERT INTO destinations (tenant_id, destination_hash, channel, ciphertext, country)
+VALUES (%(tenant_id)s, %(destination_hash)s, %(channel)s, %(ciphertext)s, %(country)s)
+ON CONFLICT (tenant_id, destination_hash) DO NOTHING;
+
+-- name: destination_ciphertext
+SELECT ciphertext FROM destinations
+WHERE tenant_id = %(tenant_id)s AND destination_hash = %(destination_hash)s;
+
+-- name: create_intent
+-- Insert-or-nothing: a replayed key returns no row and the caller reads
+-- the first intent instead. The creation is audited as version 1.
+WITH created AS (
+    INSERT INTO intents (
+        tenant_id, id, idempotency_key, request_hash, channel, state, recipient_ref,
+        destination_hash, country, timezone, locale, template_name, template_revision,
+        variables, purpose, event_class, correlation_id, job_id, policy_version,
+        decision_code, resend_budget, expires_at, not_before, next_due_at, created_by,
+        created_at, terminal_at, updated_at)
+    VALUES (
+        %(tenant_id)s, %(id)s, %(idempotency_key)s, %(request_hash)s, %(channel)s, %(state)s,
+        %(recipient_ref)s, %(destination_hash)s, %(country)s, %(timezone)s, %(locale)s,
+        %(template_name)s, %(template_revision)s, %(variables)s, %(purpose)s, %(event_class)s,
+        %(correlation_id)s, %(job_id)s, %(policy_version)s::text, %(decision_code)s::text,
+        %(resend_budget)s, %(expires_at)s, %(not_before)s, %(next_due_at)s::timestamptz, %(actor)s,
+        %(now)s, %(terminal_at)s, %(now)s)
+    ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+    RETURNING *
+), audit AS (
+    INSERT INTO transitions (tenant_id, intent_id, version, from_state, to_state, event,
+                             actor, input, policy_version, decision_code, at)
+    SELECT tenant_id, id, version, NULL, state, 'create', %(actor)s, %(input)s,
+           policy_version, decision_code, created_at
+    FROM created
+)
+SELECT * FROM created;
+
+-- name: intent_by_key
+SELECT * FROM intents WHERE tenant_id = %(tenant_id)s AND idempotency_key = %(idempotency_key)s;
+
+-- name: intent_by_id
+SELECT * FROM intents WHERE tenant_id = %(tenant_id)s AND id = %(id)s;
+
+-- name: transition
+-- The one way an intent changes state: version-checked, audited and, for
+-- the states the application cares about, announced, all in one statement.
+-- Zero rows back means someone else moved first.
+WITH moved AS (
+    UPDATE intents SET
+        state = %(to_state)s::text,
+        version = version + 1,
+        updated_at = %(now)s,
+        next_due_at = CASE WHEN %(to_state)s::text IN ('pending', 'resend_due')
+                           THEN %(next_due_at)s::timestamptz END,
+        lease_owner = CASE WHEN %(to_state)s::text = 'sending' THEN %(lease_owner)s::text END,
+        lease_expires_at = CASE WHEN %(to_state)s::text = 'sending' THEN %(lease_expires_at)s::timestamptz END,
+        attempt_count = attempt_count + %(attempts_added)s,
+        accepted_at = CASE WHEN %(to_state)s::text = 'accepted'
+                           THEN coalesce(accepted_at, %(now)s) ELSE accepted_at END,
+        terminal_at = CASE WHEN %(terminal)s THEN %(now)s ELSE terminal_at END,
+        decision_code = coalesce(%(decision_code)s::text, decision_code),
+        policy_version = coalesce(%(policy_version)s::text, policy_version),
+        cancel_reason = coalesce(%(cancel_reason)s::text, cancel_reason)
+    WHERE tenant_id = %(tenant_id)s AND id = %(id)s
+      AND version = %(version)s AND state = %(from_state)s::text
+    RETURNING *
+), audit AS (
+    INSERT INTO transitions (tenant_id, intent_id, version, from_state, to_state, event,
+                             actor, input, policy_version, decision_code, at)
+    SELECT tenant_id, id, version, %(from_state)s::text, state, %(event)s, %(actor)s, %(input)s,
+           policy_version, %(decision_code)s::text, %(now)s
+    FROM moved
+), announced AS (
+    INSERT INTO events (tenant_id, type, intent_id, job_id, payload, created_at)
+    SELECT m.tenant_id, e.type, m.id, m.job_id,
+           jsonb_build_object(
+               'intent_id', m.id, 'idempotency_key', m.idempotency_key, 'state', m.state,
+               'event_class', m.event_class, 'channel', m.channel, 'code', m.decision_code,
+               'cancel_reason', m.cancel_reason, 'correlation_id', m.correlation_id,
+               'version', m.version, 'at', %(now)s),
+           %(now)s
+    FROM moved m
+    JOIN (VALUES ('delivered', 'intent.delivered'),
+                 ('expired', 'intent.expired'),
+                 ('expired', 'offer.released'),
+                 ('canceled', 'intent.canceled'),
+                 ('suppressed', 'intent.suppressed'),
+                 ('no_permitted_channel', 'intent.no_permitted_channel'),
+                 ('failed', 'intent.failed'),
+                 ('unknown', 'intent.unknown')) AS e (state, type)
+      ON e.state = m.state
+)
+SELECT * FROM moved;
+
+-- name: touch_status
+-- A status observation's time is a fact about the attempt, not a state
+-- change, so it needs no version check (even a canceled intent records it).
+UPDATE intents SET last_status_at = greatest(last_status_at, %(at)s)
+WHERE tenant_id = %(tenant_id)s AND id = %(id)s;

@@ -1,0 +1,35 @@
+-- name: attempts_of
+SELECT * FROM attempts WHERE tenant_id = %(tenant_id)s AND intent_id = %(id)s ORDER BY n;
+
+-- name: timeline
+-- Everything known about one intent, in the order it happened.
+SELECT at, kind, from_state, to_state, event, actor, policy_version, detail
+FROM (
+    SELECT t.at, 'transition' AS kind, t.from_state, t.to_state, t.event, t.actor,
+           t.policy_version,
+           jsonb_strip_nulls(jsonb_build_object(
+               'version', t.version, 'code', t.decision_code, 'input', t.input)) AS detail,
+           0 AS tiebreak, t.id AS seq
+    FROM transitions t
+    WHERE t.tenant_id = %(tenant_id)s AND t.intent_id = %(id)s
+    UNION ALL
+    SELECT a.created_at, 'attempt', NULL, a.state, 'attempt_' || a.n, 'worker', NULL,
+           jsonb_strip_nulls(jsonb_build_object(
+               'n', a.n, 'provider', a.provider, 'provider_message_id', a.provider_message_id,
+               'attempt_key', a.attempt_key, 'code', a.code, 'segments', a.segments,
+               'encoding', a.encoding, 'accepted_at', a.accepted_at,
+               'last_status_at', a.last_status_at)),
+           1, a.n
+    FROM attempts a
+    WHERE a.tenant_id = %(tenant_id)s AND a.intent_id = %(id)s
+    UNION ALL
+    SELECT coalesce(o.occurred_at, o.received_at), 'observation', NULL, o.status,
+           o.source, 'provider:' || o.provider, NULL,
+           jsonb_strip_nulls(jsonb_build_object(
+               'attempt', o.attempt_n, 'raw_status', o.raw_status, 'code', o.code,
+               'effect', o.effect, 'received_at', o.received_at)),
+           2, o.id
+    FROM observations o
+    WHERE o.tenant_id = %(tenant_id)s AND o.intent_id = %(id)s
+) entries
+ORDER BY at, tiebreak, seq;

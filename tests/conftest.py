@@ -1,0 +1,85 @@
+"""Databases for tests: a real PostgreSQL, a fresh database per test.
+
+TIDINGS_TEST_DATABASE_URL names a server to use (a DSN to any database on
+it; the role must be able to create databases). Without it the suite starts
+its own embedded PostgreSQL from the pgserver wheel, the product's default.
+Each test gets a database cloned from a template migrated once per run.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+
+from tidings import ManualClock, Tidings
+from tidings.store.migrate import migrate
+
+TEST_SECRET = "test-secret-key-0123456789abcdef"
+
+
+def _admin(url: str, sql: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql)
+
+
+@pytest.fixture(scope="session")
+def pg_server_url() -> Iterator[str]:
+    configured = os.environ.get("TIDINGS_TEST_DATABASE_URL")
+    if configured:
+        yield configured
+        return
+    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
+    import pgserver
+
+    pgdata = Path(tempfile.mkdtemp(prefix="tidings-test-pg-"))
+    server = pgserver.get_server(pgdata, cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def template_db(pg_server_url: str) -> Iterator[str]:
+    name = f"tidings_tpl_{os.getpid()}"
+    _admin(pg_server_url, f"DROP DATABASE IF EXISTS {name}")
+    _admin(pg_server_url, f"CREATE DATABASE {name}")
+    migrate(make_conninfo(pg_server_url, dbname=name))
+    yield name
+    _admin(pg_server_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def fresh_db(pg_server_url: str) -> Iterator[str]:
+    """An empty database (no migrations) for tests of migrating itself."""
+    name = f"tidings_t_{uuid.uuid4().hex[:12]}"
+    _admin(pg_server_url, f"CREATE DATABASE {name}")
+    yield make_conninfo(pg_server_url, dbname=name)
+    _admin(pg_server_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def db_url(pg_server_url: str, template_db: str) -> Iterator[str]:
+    name = f"tidings_t_{uuid.uuid4().hex[:12]}"
+    _admin(pg_server_url, f"CREATE DATABASE {name} TEMPLATE {template_db}")
+    yield make_conninfo(pg_server_url, dbname=name)
+    _admin(pg_server_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def tidings(db_url: str, clock: ManualClock) -> Iterator[Tidings]:
+    t = Tidings(db_url, clock=clock, secret_key=TEST_SECRET)
+    yield t
+    t.close()
