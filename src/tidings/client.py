@@ -20,14 +20,18 @@ import psycopg
 from tidings.config import Settings
 from tidings.domain.cancellation import parse_reason
 from tidings.domain.clock import Clock, SystemClock
-from tidings.domain.errors import AlreadyTerminal, NotFound, StaleTransition
+from tidings.domain.errors import AlreadyTerminal, InvalidInput, NotFound, StaleTransition
 from tidings.domain.intent import Intent, TimelineEntry
 from tidings.domain.transitions import Event
 from tidings.intake import IntentRequest, create_or_replay
 from tidings.store import ledger
-from tidings.store.database import Database
+from tidings.store import policies as policy_store
+from tidings.store import templates as template_store
+from tidings.store.database import Database, execute
 from tidings.store.embedded import embedded_url
 from tidings.store.migrate import migrate as apply_migrations
+from tidings.templates.model import TemplateRevision
+from tidings.templates.validate import validate_revision
 from tidings.vault import Vault, local_secret
 
 # A cancel retries when it loses a race to a worker; each retry re-reads the
@@ -117,6 +121,61 @@ class Tidings:
         with self.db.transaction(conn) as tx:
             intent, _ = create_or_replay(tx, self.tenant, request, self.vault, self.clock.now(), actor)
         return intent
+
+    def publish_template(
+        self,
+        name: str,
+        *,
+        channel: str,
+        body: str,
+        locale: str = "en",
+        subject: str | None = None,
+        html_body: str | None = None,
+        required_variables: tuple[str, ...] | list[str] = (),
+        attachment_policy: str = "none",
+        provider_template_ids: Mapping[str, str] | None = None,
+        required_providers: tuple[str, ...] = (),
+        actor: str = "library",
+    ) -> TemplateRevision:
+        """Publish an immutable revision; the same content returns the latest."""
+        draft = TemplateRevision(
+            tenant_id=self.tenant, name=name, revision=1, channel=channel, locale=locale,
+            subject=subject, body=body, html_body=html_body,
+            required_variables=tuple(required_variables), attachment_policy=attachment_policy,
+            provider_template_ids=provider_template_ids or {},
+        )
+        errors = [p for p in validate_revision(draft, required_providers) if p.is_error]
+        if errors:
+            raise InvalidInput(f"template.{errors[0].field}", "; ".join(p.message for p in errors))
+        self._ensure_tenant()
+        with self.db.transaction() as conn:
+            return template_store.publish(conn, draft, self.clock.now(), actor)
+
+    def publish_policy(self, document: Mapping[str, Any], *, actor: str = "library") -> str:
+        """Publish an immutable policy version; new intents freeze it."""
+        self._ensure_tenant()
+        with self.db.transaction() as conn:
+            return policy_store.publish(conn, self.tenant, document, self.clock.now(), actor).version
+
+    def set_control(
+        self,
+        kind: str,
+        enabled: bool,
+        *,
+        channel: str | None = None,
+        country: str | None = None,
+        actor: str = "library",
+    ) -> None:
+        """Kill switch or shadow mode, for all or one channel and country."""
+        if kind not in ("kill_switch", "shadow_mode"):
+            raise InvalidInput("kind", "use kill_switch or shadow_mode")
+        self._ensure_tenant()
+        with self.db.transaction() as conn:
+            execute(conn, "set_control", {
+                "tenant_id": self.tenant, "kind": kind, "channel": channel or "",
+                "country": (country or "").upper(), "enabled": enabled,
+                "now": self.clock.now(), "actor": actor,
+            })
 
     def get(self, intent_id: UUID | str) -> Intent:
         with self.db.transaction() as conn:

@@ -22,7 +22,7 @@ from tidings.domain.intent import Intent
 from tidings.domain.keys import check_key, fingerprint
 from tidings.domain.recipients import Channel, Recipient, parse_channel, parse_recipient
 from tidings.domain.states import IntentState
-from tidings.store import ledger
+from tidings.store import ledger, policies, templates
 from tidings.vault import Vault
 
 MAX_VARIABLES_BYTES = 16_384
@@ -100,11 +100,22 @@ def create_or_replay(
     existing = ledger.intent_by_key(conn, tenant, request.idempotency_key)
     if existing is not None:
         return _replayed(existing, request_hash), False
+    revision = templates.resolve(
+        conn, tenant, request.template_name, request.channel.value, recipient.locale,
+        request.template_revision,
+    )
+    policy = policies.current(conn, tenant, now)
     ledger.store_destination(
         conn, tenant, reference, recipient.channel.value, vault.encrypt(recipient.destination),
         recipient.country,
     )
-    created = ledger.create_intent(conn, _row(tenant, request, reference, request_hash, now, actor))
+    row = _row(tenant, request, reference, request_hash, now, actor)
+    row.update(
+        template_revision=revision.revision,
+        policy_version=policy.version,
+        resend_budget=policy.resend_budget if request.resend_budget is None else request.resend_budget,
+    )
+    created = ledger.create_intent(conn, row)
     if created is not None:
         return created, True
     # Lost the race to a concurrent create with the same key: theirs stands.

@@ -20,6 +20,13 @@ from tidings import (
 from tidings.domain.transitions import Event, InvalidTransition
 from tidings.store import ledger
 
+from .dispatch_helpers import publish_offer_template
+
+
+@pytest.fixture(autouse=True)
+def offer_template(tidings: Tidings) -> None:
+    publish_offer_template(tidings)
+
 
 def offer(clock: ManualClock, **overrides: Any) -> dict[str, Any]:
     request: dict[str, Any] = {

@@ -17,6 +17,7 @@ from tidings.domain.transitions import Event, InvalidTransition, allowed
 from tidings.store import ledger
 
 from .conftest_helpers import make_tidings
+from .dispatch_helpers import publish_offer_template
 
 
 def build_machine(t: Tidings, clock: ManualClock) -> type[RuleBasedStateMachine]:
@@ -92,6 +93,7 @@ def build_machine(t: Tidings, clock: ManualClock) -> type[RuleBasedStateMachine]
 def test_ledger_state_machine(db_url: str) -> None:
     clock = ManualClock()
     t = make_tidings(db_url, clock)
+    publish_offer_template(t)
     try:
         machine = build_machine(t, clock)
         machine.TestCase.settings = settings(

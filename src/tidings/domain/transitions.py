@@ -32,6 +32,7 @@ class Event(StrEnum):
     PROVIDER_ACCEPTED = "provider_accepted"
     PROVIDER_DEFERRED = "provider_deferred"
     PROVIDER_REJECTED = "provider_rejected"
+    PREPARE_FAILED = "prepare_failed"
     OUTCOME_UNKNOWN = "outcome_unknown"
     NOT_RECEIVED = "not_received"
     DELIVERED = "delivered"
@@ -109,7 +110,8 @@ RULES: tuple[Rule, ...] = (
         S.UNKNOWN,
         "stop checking; the outcome stays unknown and visible",
     ),
-    _rule({S.ACCEPTED, S.RECONCILING}, Event.DELIVERED, S.DELIVERED, "stop polling"),
+    _rule({S.ACCEPTED, S.RECONCILING, S.RESEND_DUE}, Event.DELIVERED, S.DELIVERED,
+          "stop polling; a late receipt for an earlier attempt cancels the resend"),
     _rule(
         {S.ACCEPTED, S.RECONCILING},
         Event.UNDELIVERED_RETRYABLE,

@@ -63,4 +63,4 @@ def execute(conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any])
 
 
 def _adapt(params: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: Jsonb(v) if isinstance(v, dict | list) else v for k, v in params.items()}
+    return {k: Jsonb(v) if isinstance(v, dict) else v for k, v in params.items()}

@@ -38,7 +38,8 @@ WITH created AS (
            policy_version, decision_code, created_at
     FROM created
 )
-SELECT * FROM created;
+-- pg_notify is delivered at commit, waking idle workers for this channel.
+SELECT c.* FROM created c, LATERAL (SELECT pg_notify('tidings_due', c.channel)) AS woke;
 
 -- name: intent_by_key
 SELECT * FROM intents WHERE tenant_id = %(tenant_id)s AND idempotency_key = %(idempotency_key)s;

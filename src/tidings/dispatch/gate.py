@@ -1,0 +1,85 @@
+"""The claim-time gate: may this intent start an attempt now?
+
+Runs inside the claim transaction, before any network work: the deadline,
+shadow mode and the policy (under the version frozen on the intent) are
+checked against committed state. What it returns is a verdict the claim
+applies as one transition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+import psycopg
+
+from tidings.domain import policy as rules
+from tidings.domain.intent import Intent
+from tidings.domain.policy import Decision, Policy, PolicyRequest
+from tidings.store import policies
+
+Conn = psycopg.Connection[Any]
+
+
+class Verdict(StrEnum):
+    SEND = "send"
+    DEFER = "defer"
+    SUPPRESS = "suppress"
+    EXPIRE = "expire"
+    SHADOW = "shadow"
+
+
+@dataclass(frozen=True)
+class GateResult:
+    verdict: Verdict
+    decision: Decision
+    policy: Policy
+
+
+# Supplies what the policy needs to know about the recipient (consent,
+# opt-out, suppression, recent sends). The contacts store plugs in here.
+RecipientFacts = Callable[[Conn, Intent, Policy, datetime], PolicyRequest]
+
+
+def bare_facts(conn: Conn, intent: Intent, policy: Policy, now: datetime) -> PolicyRequest:
+    """Facts when no contact record exists: no consent, not opted out."""
+    return PolicyRequest(
+        channel=intent.channel,
+        purpose=intent.purpose,
+        event_class=intent.event_class,
+        country=intent.country,
+        timezone=intent.timezone,
+        consents=(),
+        opted_out=False,
+        suppressed=False,
+        now=now,
+        expires_at=intent.expires_at,
+    )
+
+
+def decide(
+    conn: Conn, intent: Intent, now: datetime, *, shadow: bool, facts: RecipientFacts = bare_facts
+) -> GateResult:
+    policy = frozen_policy(conn, intent, now)
+    if intent.expires_at is not None and intent.expires_at <= now:
+        return GateResult(Verdict.EXPIRE, Decision(False, rules.EXPIRED, policy.version), policy)
+    decision = rules.evaluate(policy, facts(conn, intent, policy, now))
+    action = rules.dispatch_action(decision, intent.expires_at)
+    if shadow:
+        return GateResult(Verdict.SHADOW, decision, policy)
+    verdict = {
+        "send": Verdict.SEND,
+        "reschedule": Verdict.DEFER,
+        "suppress": Verdict.SUPPRESS,
+        "expire": Verdict.EXPIRE,
+    }[action]
+    return GateResult(verdict, decision, policy)
+
+
+def frozen_policy(conn: Conn, intent: Intent, now: datetime) -> Policy:
+    if intent.policy_version is None:
+        return policies.current(conn, intent.tenant_id, now)
+    return policies.by_version(conn, intent.tenant_id, intent.policy_version)

@@ -1,0 +1,94 @@
+"""Building the outbound message for a claimed attempt, after the claim.
+
+The destination is decrypted and the template rendered only here, in
+memory, for the duration of the call. Variables a dispatch-time minter adds
+(a password-reset link) are used to render and then forgotten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import psycopg
+
+from tidings.domain.intent import Intent
+from tidings.domain.segments import count_segments
+from tidings.dispatch.claim import Claimed
+from tidings.providers.base import OutboundMessage
+from tidings.store import ledger, templates
+from tidings.templates.model import TemplateError, TemplateRevision
+from tidings.templates.render import render
+from tidings.vault import Vault
+
+Conn = psycopg.Connection[Any]
+
+# event_class -> callable(intent) returning extra variables (tokens, links)
+Minter = Callable[[Intent], Mapping[str, Any]]
+
+
+class PrepareError(Exception):
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class TemplateCache:
+    """Revisions are immutable, so a process may keep them forever."""
+
+    def __init__(self) -> None:
+        self._items: dict[tuple[str, str, int], TemplateRevision] = {}
+
+    def get(self, conn: Conn, intent: Intent) -> TemplateRevision:
+        if intent.template_revision is None:
+            raise PrepareError("TEMPLATE_MISSING")
+        key = (intent.tenant_id, intent.template_name, intent.template_revision)
+        found = self._items.get(key)
+        if found is None:
+            found = templates.get_revision(conn, *key)
+            if found is None:
+                raise PrepareError("TEMPLATE_MISSING")
+            self._items[key] = found
+        return found
+
+
+def prepare(
+    conn: Conn, claimed: Claimed, vault: Vault, cache: TemplateCache, minters: Mapping[str, Minter]
+) -> tuple[OutboundMessage, int | None, str | None]:
+    """The message, and for SMS its segment count and encoding."""
+    intent = claimed.intent
+    revision = cache.get(conn, intent)
+    variables = dict(intent.variables)
+    minter = minters.get(intent.event_class)
+    if minter is not None:
+        variables.update(minter(intent))
+    try:
+        rendered = render(revision, variables)
+    except TemplateError:
+        raise PrepareError("RENDER_FAILED") from None
+    to = _destination(conn, intent, vault)
+    message = OutboundMessage(
+        channel="sms" if intent.channel == "sms" else "email",
+        to=to,
+        body=rendered.body,
+        subject=rendered.subject,
+        provider_template_id=revision.provider_template_ids.get(claimed.provider),
+        metadata={
+            "tenant_id": intent.tenant_id, "intent_id": str(intent.id),
+            "attempt_key": claimed.attempt_key, "correlation_id": intent.correlation_id or "",
+        },
+        validity_seconds=None,
+    )
+    if intent.channel != "sms":
+        return message, None, None
+    count = count_segments(rendered.body)
+    return message, count.segments, count.encoding
+
+
+def _destination(conn: Conn, intent: Intent, vault: Vault) -> str:
+    if intent.destination_hash is None:
+        raise PrepareError("DESTINATION_MISSING")
+    ciphertext = ledger.destination_ciphertext(conn, intent.tenant_id, intent.destination_hash)
+    if ciphertext is None:
+        raise PrepareError("DESTINATION_MISSING")
+    return vault.decrypt(ciphertext)

@@ -1,0 +1,198 @@
+"""The worker: claim, send, record; reconcile and sweep on the side.
+
+One dispatch thread per channel, each with its own concurrency budget, so
+a throttled channel cannot starve the other. A thread wakes on
+LISTEN/NOTIFY when intents are created and falls back to a timed scan.
+Stopping (SIGTERM) lets in-flight sends finish and be recorded: nothing is
+left leased.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import threading
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from tidings.dispatch import faults
+from tidings.dispatch.claim import ClaimRequest, Claimed, claim_batch
+from tidings.dispatch.gate import RecipientFacts, bare_facts
+from tidings.dispatch.message import Minter, PrepareError, TemplateCache, prepare
+from tidings.dispatch.reconcile import run_checks
+from tidings.dispatch.record import record_prepare_failure, record_result
+from tidings.dispatch.sweep import sweep
+from tidings.providers.base import Indeterminate, ProviderAdapter, RejectCode, SendResult
+from tidings.store.database import execute
+
+if TYPE_CHECKING:
+    from tidings.client import Tidings
+
+log = logging.getLogger("tidings.worker")
+NOTIFY_CHANNEL = "tidings_due"
+
+
+@dataclass
+class WorkerConfig:
+    batch_size: int = 50
+    concurrency: Mapping[str, int] = field(default_factory=lambda: {"sms": 8, "email": 8})
+    lease_seconds: float = 30.0
+    idle_wait: float = 1.0
+    maintenance_interval: float = 1.0
+    seed: int | None = None
+
+
+class Worker:
+    def __init__(
+        self,
+        tidings: Tidings,
+        adapters: Mapping[str, ProviderAdapter],
+        *,
+        config: WorkerConfig | None = None,
+        owner: str | None = None,
+        minters: Mapping[str, Minter] | None = None,
+        facts: RecipientFacts = bare_facts,
+    ) -> None:
+        self.t = tidings
+        self.adapters = dict(adapters)  # channel -> adapter
+        self.by_name = {a.name: a for a in self.adapters.values()}
+        self.config = config or WorkerConfig()
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{id(self) & 0xFFFF:x}"
+        self.minters = dict(minters or {})
+        self.facts = facts
+        self.rng = random.Random(self.config.seed)
+        self.templates = TemplateCache()
+        self._wake = {channel: threading.Event() for channel in self.adapters}
+        self._inflight: set[Any] = set()
+        self._inflight_lock = threading.Lock()
+
+    # --- one step at a time (tests drive these with a manual clock) -----
+
+    def dispatch_once(self, channel: str | None = None) -> int:
+        done = 0
+        for name in [channel] if channel else list(self.adapters):
+            claimed = self.claim(name, self.config.batch_size)
+            for item in claimed:
+                self.send_and_record(item)
+            done += len(claimed)
+        return done
+
+    def claim(self, channel: str, limit: int) -> list[Claimed]:
+        request = ClaimRequest(channel, limit, self.owner, self.config.lease_seconds,
+                               self.adapters[channel].name)
+        with self.t.db.transaction() as conn:
+            claimed = claim_batch(conn, request, self.t.clock.now(), self.facts)
+        faults.point("after_claim")
+        return claimed
+
+    def send_and_record(self, claimed: Claimed) -> str:
+        adapter = self.adapters[claimed.intent.channel]
+        with self._inflight_lock:
+            self._inflight.add(claimed.intent.id)
+        try:
+            return self._send_and_record(adapter, claimed)
+        finally:
+            with self._inflight_lock:
+                self._inflight.discard(claimed.intent.id)
+
+    def _send_and_record(self, adapter: ProviderAdapter, claimed: Claimed) -> str:
+        try:
+            with self.t.db.transaction() as conn:
+                message, segments, encoding = prepare(conn, claimed, self.t.vault, self.templates, self.minters)
+        except PrepareError as error:
+            with self.t.db.transaction() as conn:
+                return record_prepare_failure(conn, claimed, error.code, self.t.clock.now())
+        faults.point("before_send")
+        result = _call(adapter, message, claimed.attempt_key)
+        del message  # the rendered body and destination go no further
+        faults.point("after_send_before_record")
+        with self.t.db.transaction() as conn:
+            outcome = record_result(conn, claimed, result, self.t.clock.now(), self.rng,
+                                    segments=segments, encoding=encoding)
+        faults.point("after_record")
+        return outcome
+
+    def reconcile_once(self, limit: int = 100) -> int:
+        return run_checks(self.t.db, self.by_name, self.t.clock.now(), self.rng, limit)
+
+    def sweep_once(self) -> dict[str, int]:
+        return sweep(self.t.db, self.t.clock.now())
+
+    def heartbeat(self) -> int:
+        with self._inflight_lock:
+            ids = list(self._inflight)
+        if not ids:
+            return 0
+        with self.t.db.transaction() as conn:
+            return execute(conn, "heartbeat", {
+                "owner": self.owner, "ids": ids,
+                "lease_expires_at": self.t.clock.now() + timedelta(seconds=self.config.lease_seconds),
+            })
+
+    # --- the long-running loop -------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        threads = [threading.Thread(target=self._channel_loop, args=(c, stop), name=f"dispatch-{c}", daemon=True)
+                   for c in self.adapters]
+        threads.append(threading.Thread(target=self._listen, args=(stop,), name="listen", daemon=True))
+        threads.append(threading.Thread(target=self._maintain, args=(stop,), name="maintain", daemon=True))
+        for thread in threads:
+            thread.start()
+        stop.wait()
+        for event in self._wake.values():
+            event.set()
+        for thread in threads:
+            thread.join(timeout=self.config.lease_seconds)
+
+    def _channel_loop(self, channel: str, stop: threading.Event) -> None:
+        budget = max(1, self.config.concurrency.get(channel, 4))
+        with ThreadPoolExecutor(budget, thread_name_prefix=f"send-{channel}") as pool:
+            while not stop.is_set():
+                try:
+                    claimed = self.claim(channel, min(budget, self.config.batch_size))
+                    list(pool.map(self.send_and_record, claimed))
+                except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                    log.warning("dispatch %s: database unavailable: %s", channel, exc)
+                    stop.wait(1.0)
+                    continue
+                if len(claimed) < min(budget, self.config.batch_size):
+                    self._wake[channel].wait(self.config.idle_wait)
+                    self._wake[channel].clear()
+
+    def _listen(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                with psycopg.connect(self.t.url, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    while not stop.is_set():
+                        for note in conn.notifies(timeout=0.5, stop_after=1):
+                            event = self._wake.get(note.payload)
+                            if event is not None:
+                                event.set()
+            except psycopg.Error as exc:
+                log.warning("listen: %s", exc)
+                stop.wait(1.0)
+
+    def _maintain(self, stop: threading.Event) -> None:
+        while not stop.wait(self.config.maintenance_interval):
+            try:
+                self.heartbeat()
+                self.sweep_once()
+                self.reconcile_once()
+            except psycopg.Error as exc:
+                log.warning("maintenance: %s", exc)
+
+
+def _call(adapter: ProviderAdapter, message: Any, key: str) -> SendResult:
+    try:
+        return adapter.send(message, key)
+    except Exception as exc:  # an adapter bug must not read as "not sent"
+        log.error("adapter %s raised %s", adapter.name, type(exc).__name__)
+        return Indeterminate(RejectCode.PROVIDER_ERROR, type(exc).__name__)

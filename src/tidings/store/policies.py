@@ -1,0 +1,73 @@
+"""Policy versions in PostgreSQL: immutable once published.
+
+An intent freezes the version that was current when it was created, and
+every later decision about it uses that version, so a policy change never
+silently changes the meaning of messages already in flight.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from tidings.domain.errors import Conflict, InvalidInput
+from tidings.domain.policy import Policy, PolicyError, parse_policy
+from tidings.policies import builtin_document
+from tidings.store.database import fetch_one
+
+Conn = psycopg.Connection[Any]
+
+# Applies to a tenant that has published nothing yet, so the library works
+# out of the box; it is an ordinary stored version, visible on every intent.
+DEFAULT_POLICY = "default"
+
+_cache: dict[tuple[str, str], Policy] = {}
+_lock = threading.Lock()
+
+
+def publish(conn: Conn, tenant_id: str, document: Mapping[str, Any], now: datetime, actor: str) -> Policy:
+    try:
+        policy = parse_policy(document)
+    except PolicyError as exc:
+        raise InvalidInput("policy", str(exc)) from None
+    existing = fetch_one(conn, "policy_by_version", {"tenant_id": tenant_id, "version": policy.version})
+    if existing is not None:
+        if existing["document"] != dict(document):
+            raise Conflict(f"policy version {policy.version} exists with other content")
+        return policy
+    params = {
+        "tenant_id": tenant_id, "version": policy.version, "name": policy.name,
+        "document": dict(document), "now": now, "actor": actor,
+    }
+    fetch_one(conn, "insert_policy", params)
+    return policy
+
+
+def current(conn: Conn, tenant_id: str, now: datetime) -> Policy:
+    row = fetch_one(conn, "current_policy", {"tenant_id": tenant_id})
+    if row is None:
+        return publish(conn, tenant_id, builtin_document(DEFAULT_POLICY), now, "system")
+    return _parsed(tenant_id, row["version"], row["document"])
+
+
+def by_version(conn: Conn, tenant_id: str, version: str) -> Policy:
+    with _lock:
+        cached = _cache.get((tenant_id, version))
+    if cached is not None:
+        return cached
+    row = fetch_one(conn, "policy_by_version", {"tenant_id": tenant_id, "version": version})
+    if row is None:
+        raise LookupError(f"policy version {version} is not stored for tenant {tenant_id}")
+    return _parsed(tenant_id, version, row["document"])
+
+
+def _parsed(tenant_id: str, version: str, document: Mapping[str, Any]) -> Policy:
+    with _lock:
+        policy = _cache.get((tenant_id, version))
+        if policy is None:
+            policy = _cache[(tenant_id, version)] = parse_policy(document)
+        return policy

@@ -1,0 +1,145 @@
+-- name: claim_due
+-- Due intents of one channel in keyset order. SKIP LOCKED lets workers
+-- share the queue without waiting on each other; rows covered by an enabled
+-- kill switch are never claimed, so they cost nothing while it is on.
+SELECT i.* FROM intents i
+WHERE i.state IN ('pending', 'resend_due')
+  AND i.channel = %(channel)s
+  AND i.next_due_at <= %(now)s
+  AND NOT EXISTS (
+      SELECT 1 FROM controls c
+      WHERE c.tenant_id = i.tenant_id AND c.kind = 'kill_switch' AND c.enabled
+        AND c.channel IN ('', i.channel) AND c.country IN ('', coalesce(i.country, '')))
+ORDER BY i.next_due_at, i.id
+LIMIT %(limit)s
+FOR UPDATE OF i SKIP LOCKED;
+
+-- name: shadow_controls
+SELECT tenant_id, channel, country FROM controls
+WHERE kind = 'shadow_mode' AND enabled AND tenant_id = ANY(%(tenants)s);
+
+-- name: open_attempt
+INSERT INTO attempts (tenant_id, intent_id, n, attempt_key, channel, state, provider,
+                      segments, encoding, created_at)
+VALUES (%(tenant_id)s, %(intent_id)s, %(n)s, %(attempt_key)s, %(channel)s, 'sending',
+        %(provider)s, %(segments)s, %(encoding)s, %(now)s);
+
+-- name: attempt_accepted
+-- Accepted by the provider. Runs whether or not the intent could still
+-- move (a cancel may have won): the fact belongs to the attempt.
+UPDATE attempts SET
+    state = 'accepted',
+    provider_message_id = %(provider_message_id)s,
+    accepted_at = coalesce(accepted_at, %(now)s),
+    last_status_at = %(now)s,
+    next_check_at = %(next_check_at)s,
+    checks_expire_at = %(checks_expire_at)s
+WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s
+  AND state IN ('sending', 'unknown')
+RETURNING *;
+
+-- name: attempt_settled
+UPDATE attempts SET
+    state = %(state)s,
+    code = coalesce(%(code)s::text, code),
+    last_status_at = %(now)s,
+    terminal_at = CASE WHEN %(state)s IN ('delivered', 'undelivered', 'failed')
+                       THEN %(now)s END,
+    next_check_at = %(next_check_at)s::timestamptz,
+    checks_expire_at = coalesce(%(checks_expire_at)s::timestamptz, checks_expire_at)
+WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s
+  AND state = ANY(%(from_states)s)
+RETURNING *;
+
+-- name: attempt_checked
+UPDATE attempts SET check_count = check_count + 1, next_check_at = %(next_check_at)s
+WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s;
+
+-- name: attempt_by_number
+SELECT * FROM attempts WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s;
+
+-- name: attempt_by_provider_id
+SELECT * FROM attempts WHERE provider = %(provider)s AND provider_message_id = %(provider_message_id)s;
+
+-- name: attempt_by_key_any_tenant
+-- Webhooks name the attempt by our key; the key itself says nothing about
+-- the tenant, so this one lookup spans tenants.
+SELECT * FROM attempts WHERE attempt_key = %(attempt_key)s;
+
+-- name: attempts_reached_provider
+SELECT count(*) AS n FROM attempts
+WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND accepted_at IS NOT NULL;
+
+-- name: heartbeat
+UPDATE intents SET lease_expires_at = %(lease_expires_at)s
+WHERE state = 'sending' AND lease_owner = %(owner)s AND id = ANY(%(ids)s);
+
+-- name: expired_leases
+SELECT * FROM intents
+WHERE state = 'sending' AND lease_expires_at < %(now)s
+ORDER BY lease_expires_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: due_checks
+-- Attempts whose status is due for a look, with their intents.
+SELECT a.*, i.state AS intent_state, i.version AS intent_version
+FROM attempts a JOIN intents i ON i.tenant_id = a.tenant_id AND i.id = a.intent_id
+WHERE a.state IN ('sending', 'accepted', 'unknown') AND a.next_check_at <= %(now)s
+ORDER BY a.next_check_at
+LIMIT %(limit)s
+FOR UPDATE OF a SKIP LOCKED;
+
+-- name: passed_deadlines
+SELECT * FROM intents
+WHERE expires_at <= %(now)s
+  AND state IN ('pending', 'sending', 'accepted', 'resend_due', 'reconciling')
+ORDER BY expires_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: record_observation
+INSERT INTO observations (tenant_id, provider, dedupe_key, intent_id, attempt_n,
+                          provider_message_id, status, code, raw_status, source,
+                          occurred_at, received_at, raw)
+VALUES (%(tenant_id)s, %(provider)s, %(dedupe_key)s, %(intent_id)s, %(attempt_n)s,
+        %(provider_message_id)s, %(status)s, %(code)s, %(raw_status)s, %(source)s,
+        %(occurred_at)s, %(now)s, %(raw)s)
+ON CONFLICT (tenant_id, provider, dedupe_key) DO NOTHING
+RETURNING id;
+
+-- name: observation_effect
+UPDATE observations SET effect = %(effect)s WHERE tenant_id = %(tenant_id)s AND id = %(id)s;
+
+-- name: set_control
+INSERT INTO controls (tenant_id, kind, channel, country, enabled, updated_at, updated_by)
+VALUES (%(tenant_id)s, %(kind)s, %(channel)s, %(country)s, %(enabled)s, %(now)s, %(actor)s)
+ON CONFLICT (tenant_id, kind, channel, country)
+DO UPDATE SET enabled = EXCLUDED.enabled, updated_at = EXCLUDED.updated_at,
+              updated_by = EXCLUDED.updated_by;
+
+-- name: controls_of
+SELECT kind, channel, country, enabled, updated_at, updated_by FROM controls
+WHERE tenant_id = %(tenant_id)s ORDER BY kind, channel, country;
+
+-- name: attempt_segments
+UPDATE attempts SET segments = %(segments)s, encoding = %(encoding)s
+WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s;
+
+-- name: unmatched_for
+-- Observations that arrived before we knew the provider's id for them
+-- (a webhook racing the send's own commit), waiting to be matched.
+SELECT * FROM observations
+WHERE intent_id IS NULL AND provider = %(provider)s
+  AND provider_message_id = %(provider_message_id)s
+ORDER BY id
+FOR UPDATE;
+
+-- name: observation_matched
+UPDATE observations SET tenant_id = %(tenant_id)s, intent_id = %(intent_id)s,
+                        attempt_n = %(attempt_n)s, effect = %(effect)s
+WHERE tenant_id = %(old_tenant_id)s AND id = %(id)s;
+
+-- name: reschedule_check
+UPDATE attempts SET next_check_at = %(next_check_at)s
+WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s;

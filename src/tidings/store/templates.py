@@ -1,0 +1,95 @@
+"""Template revisions in PostgreSQL: publish (immutable), resolve, fetch.
+
+A job or intent records the revision it was created with; publishing a new
+revision never changes what an old intent renders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from tidings.domain.errors import InvalidInput
+from tidings.store.database import execute, fetch_all, fetch_one
+from tidings.templates.model import RevisionNotFoundError, TemplateRevision, normalize_locale
+from tidings.templates.render import choose_revision
+
+Conn = psycopg.Connection[Any]
+
+
+def revision_from_row(row: Mapping[str, Any]) -> TemplateRevision:
+    return TemplateRevision(
+        tenant_id=row["tenant_id"],
+        name=row["name"],
+        revision=row["revision"],
+        channel=row["channel"],
+        locale=row["locale"],
+        subject=row["subject"],
+        body=row["body"],
+        html_body=row["html_body"],
+        required_variables=tuple(row["required_variables"]),
+        attachment_policy=row["attachment_policy"],
+        provider_template_ids=row["provider_template_ids"],
+    )
+
+
+def publish(conn: Conn, draft: TemplateRevision, now: datetime, actor: str) -> TemplateRevision:
+    """Store `draft` as the next revision; identical content returns the latest."""
+    locale = normalize_locale(draft.locale)
+    latest = fetch_one(
+        conn,
+        "latest_same_content",
+        {"tenant_id": draft.tenant_id, "name": draft.name, "channel": draft.channel, "locale": locale},
+    )
+    if latest is not None and latest["content_hash"] == draft.content_hash:
+        return revision_from_row(latest)
+    row = fetch_one(conn, "next_template_revision", {"tenant_id": draft.tenant_id, "name": draft.name})
+    revision = int(row["revision"]) if row else 1
+    stored = TemplateRevision(
+        tenant_id=draft.tenant_id, name=draft.name, revision=revision, channel=draft.channel,
+        locale=locale, subject=draft.subject, body=draft.body, html_body=draft.html_body,
+        required_variables=draft.required_variables, attachment_policy=draft.attachment_policy,
+        provider_template_ids=draft.provider_template_ids,
+    )
+    execute(conn, "insert_template", _params(stored, now, actor))
+    return stored
+
+
+def _params(rev: TemplateRevision, now: datetime, actor: str) -> dict[str, Any]:
+    return {
+        "tenant_id": rev.tenant_id, "name": rev.name, "revision": rev.revision,
+        "channel": rev.channel, "locale": rev.locale, "subject": rev.subject, "body": rev.body,
+        "html_body": rev.html_body, "required_variables": list(rev.required_variables),
+        "attachment_policy": rev.attachment_policy,
+        "provider_template_ids": dict(rev.provider_template_ids),
+        "content_hash": rev.content_hash, "now": now, "actor": actor,
+    }
+
+
+def resolve(
+    conn: Conn, tenant_id: str, name: str, channel: str, locale: str | None, revision: int | None
+) -> TemplateRevision:
+    """The revision an intent will render: the one asked for, or the newest
+    in the best locale match."""
+    if revision is not None:
+        found = get_revision(conn, tenant_id, name, revision)
+        if found is None or found.channel != channel:
+            raise InvalidInput("template", f"no {channel} template {name!r} revision {revision}")
+        return found
+    rows = fetch_all(conn, "template_candidates", {"tenant_id": tenant_id, "name": name, "channel": channel})
+    try:
+        return choose_revision([revision_from_row(r) for r in rows], locale)
+    except RevisionNotFoundError:
+        raise InvalidInput("template", f"no {channel} template named {name!r}") from None
+
+
+def get_revision(conn: Conn, tenant_id: str, name: str, revision: int) -> TemplateRevision | None:
+    row = fetch_one(conn, "template_revision", {"tenant_id": tenant_id, "name": name, "revision": revision})
+    return revision_from_row(row) if row else None
+
+
+def latest_all(conn: Conn, tenant_id: str) -> list[TemplateRevision]:
+    return [revision_from_row(r) for r in fetch_all(conn, "templates_list", {"tenant_id": tenant_id})]

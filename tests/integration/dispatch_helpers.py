@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from tidings import ManualClock, Tidings
+from tidings.dispatch.runner import Worker, WorkerConfig
+from tidings.providers.simulator.core import SimulatorCore
+from tidings.providers.simulator_adapter import InProcessSimulatorAdapter
+
+OFFER_BODY = "A spot opened in {{ class_name }}. Reply by {{ deadline }} to claim it."
+
+
+def simulator(clock: ManualClock, **config: Any) -> SimulatorCore:
+    core = SimulatorCore(clock=lambda: clock.now().timestamp())
+    if config:
+        core.configure(config)
+    return core
+
+
+def worker(t: Tidings, core: SimulatorCore, **config: Any) -> Worker:
+    adapter = InProcessSimulatorAdapter(core)
+    return Worker(t, {"sms": adapter, "email": adapter}, config=WorkerConfig(seed=7, **config))
+
+
+def publish_offer_template(t: Tidings) -> None:
+    t.publish_template("waitlist_offer", channel="sms", body=OFFER_BODY,
+                       required_variables=["class_name", "deadline"])
+
+
+def offer(t: Tidings, n: int = 1, **overrides: Any) -> Any:
+    request: dict[str, Any] = {
+        "idempotency_key": f"waitlist:771:{1800 + n}:offer:1",
+        "channel": "sms",
+        "recipient": {"ref": f"member-{1800 + n}", "phone": "+14155550123"},
+        "template": "waitlist_offer",
+        "variables": {"class_name": "Spin 7am", "deadline": "18:00"},
+        "purpose": "transactional",
+        "event_class": "waitlist_offer",
+        "expires_at": t.clock.now() + timedelta(minutes=30),
+    }
+    request.update(overrides)
+    return t.notify(**request)
+
+
+def sends(core: SimulatorCore, key_prefix: str = "") -> list[dict[str, Any]]:
+    return [e for e in core.ledger() if e["idempotency_key"].startswith(key_prefix)]

@@ -1,0 +1,200 @@
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+import psycopg
+
+from tidings import IntentState, ManualClock, Tidings
+
+from .dispatch_helpers import offer, publish_offer_template, sends, simulator, worker
+
+
+def test_a_due_intent_is_sent_once_and_accepted(tidings: Tidings, clock: ManualClock) -> None:
+    publish_offer_template(tidings)
+    core = simulator(clock)
+    w = worker(tidings, core)
+    intent = offer(tidings)
+    assert w.dispatch_once() == 1
+    assert w.dispatch_once() == 0
+    got = tidings.get(intent.id)
+    assert got.state is IntentState.ACCEPTED
+    assert got.accepted_at == clock.now()
+    [attempt] = got.attempts
+    assert attempt.attempt_key == "waitlist:771:1801:offer:1:attempt:1"
+    assert attempt.provider == "simulator" and attempt.provider_message_id
+    assert attempt.segments == 1 and attempt.encoding == "GSM-7"
+    [entry] = sends(core)
+    assert entry["idempotency_key"] == attempt.attempt_key
+    assert entry["outcome"] == "accepted"
+
+
+def test_poll_reaches_delivered_and_emits_the_event(tidings: Tidings, clock: ManualClock, db_url: str) -> None:
+    publish_offer_template(tidings)
+    core = simulator(clock, receipt_delay_ms=1000)
+    w = worker(tidings, core)
+    intent = offer(tidings)
+    w.dispatch_once()
+    clock.advance(10)
+    assert w.reconcile_once() == 1
+    got = tidings.get(intent.id)
+    assert got.state is IntentState.DELIVERED
+    assert got.last_status_at is not None and got.terminal_at == clock.now()
+    assert got.attempts[0].state == "delivered"
+    with psycopg.connect(db_url) as conn:
+        types = [r[0] for r in conn.execute("SELECT type FROM events ORDER BY id")]
+    assert types == ["intent.delivered"]
+
+
+def test_kill_switch_blocks_claims_until_lifted(tidings: Tidings, clock: ManualClock) -> None:
+    publish_offer_template(tidings)
+    core = simulator(clock)
+    w = worker(tidings, core)
+    tidings.set_control("kill_switch", True, channel="sms")
+    intent = offer(tidings)
+    assert w.dispatch_once() == 0
+    assert sends(core) == [] and tidings.get(intent.id).state is IntentState.PENDING
+    tidings.set_control("kill_switch", False, channel="sms")
+    assert w.dispatch_once() == 1
+    assert len(sends(core)) == 1
+
+
+def test_kill_switch_lets_reconciliation_continue(tidings: Tidings, clock: ManualClock) -> None:
+    publish_offer_template(tidings)
+    core = simulator(clock)
+    w = worker(tidings, core)
+    intent = offer(tidings)
+    w.dispatch_once()
+    tidings.set_control("kill_switch", True)
+    clock.advance(10)
+    w.reconcile_once()
+    assert tidings.get(intent.id).state is IntentState.DELIVERED
+
+
+def test_shadow_mode_records_the_decision_and_sends_nothing(tidings: Tidings, clock: ManualClock) -> None:
+    publish_offer_template(tidings)
+    core = simulator(clock)
+    w = worker(tidings, core)
+    tidings.set_control("shadow_mode", True, channel="sms", country="US")
+    intent = offer(tidings)
+    w.dispatch_once()
+    got = tidings.get(intent.id)
+    assert got.state is IntentState.SUPPRESSED and got.decision_code == "SHADOW_MODE"
+    last = tidings.timeline(intent.id)[-1]
+    assert last.detail["input"]["would"] == "send"
+    assert sends(core) == []
+
+
+def test_429_defers_by_retry_after_without_spending_the_budget(tidings: Tidings, clock: ManualClock) -> None:
+    publish_offer_template(tidings)
+    core = simulator(clock, rate_429=1.0, retry_after_seconds=7)
+    w = worker(tidings, core)
+    intent = offer(tidings)
+    w.dispatch_once()
+    got = tidings.get(intent.id)
+    assert got.state is IntentState.PENDING
+    assert got.next_due_at == clock.now() + timedelta(seconds=7)
+    clock.advance(6)
+    assert w.dispatch_once() == 0
+    core.configure({"rate_429": 0.0})
+    clock.advance(1)
+    assert w.dispatch_once() == 1
+    got = tidings.get(intent.id)
+    assert got.state is IntentState.ACCEPTED
+    assert [a.state for a in got.attempts] == ["failed", "accepted"]
+    outcomes = Counter(e["outcome"] for e in sends(core))
+    assert outcomes == {"rate_limited": 1, "accepted": 1}
+
+
+def test_a_timeout_after_accept_is_reconciled_not_resent(tidings: Tidings, clock: ManualClock) -> None:
+    publish_offer_template(tidings)
+    core = simulator(clock, rate_timeout=1.0)
+    w = worker(tidings, core)
+    intent = offer(tidings)
+    w.dispatch_once()
+    assert tidings.get(intent.id).state is IntentState.RECONCILING
+    core.configure({"rate_timeout": 0.0})
+    assert w.dispatch_once() == 0  # unknown is not a reason to send again
+    clock.advance(6)
+    w.reconcile_once()
+    got = tidings.get(intent.id)
+    assert got.state in (IntentState.ACCEPTED, IntentState.DELIVERED)
+    assert len(got.attempts) == 1
+    assert [e["outcome"] for e in sends(core)] == ["timeout_after_accept"]
+
+
+def test_a_crash_before_the_call_is_proven_and_retried_under_a_new_key(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    publish_offer_template(tidings)
+    core = simulator(clock)
+    w = worker(tidings, core, lease_seconds=30)
+    intent = offer(tidings)
+    [claimed] = w.claim("sms", 10)  # the worker "dies" here: claimed, never sent
+    clock.advance(31)
+    assert w.sweep_once()["leases_recovered"] == 1
+    assert tidings.get(intent.id).state is IntentState.RECONCILING
+    w.reconcile_once()  # the provider has nothing under attempt 1's key
+    assert tidings.get(intent.id).state is IntentState.PENDING
+    w.dispatch_once()
+    got = tidings.get(intent.id)
+    assert got.state is IntentState.ACCEPTED
+    assert [(a.n, a.state, a.code) for a in got.attempts] == [
+        (1, "failed", "NOT_RECEIVED"), (2, "accepted", None)]
+    assert claimed.attempt_key == "waitlist:771:1801:offer:1:attempt:1"
+    assert [e["idempotency_key"] for e in sends(core)] == ["waitlist:771:1801:offer:1:attempt:2"]
+
+
+def test_a_cancel_during_the_call_wins_and_the_facts_are_kept(tidings: Tidings, clock: ManualClock) -> None:
+    """Seed 000's awkward ordering, in full."""
+    publish_offer_template(tidings)
+    core = simulator(clock, receipt_delay_ms=1000)
+    w = worker(tidings, core)
+    intent = offer(tidings)
+    [claimed] = w.claim("sms", 10)                      # worker A claims
+    tidings.cancel(intent.id, reason="member_left")     # the member cancels
+    assert w.send_and_record(claimed) == "stale"        # the provider accepts the earlier request
+    clock.advance(10)
+    w.reconcile_once()                                  # delivered arrives later
+    got = tidings.get(intent.id)
+    assert got.state is IntentState.CANCELED
+    [attempt] = got.attempts
+    assert attempt.state == "delivered" and attempt.accepted_at is not None
+    kinds = [(e.kind, e.to_state) for e in tidings.timeline(intent.id)]
+    assert ("transition", "canceled") in kinds and ("observation", "delivered") in kinds
+    w.dispatch_once()
+    assert len(sends(core)) == 1
+
+
+def test_deadline_expires_a_pending_intent_and_releases_the_offer(
+    tidings: Tidings, clock: ManualClock, db_url: str
+) -> None:
+    publish_offer_template(tidings)
+    core = simulator(clock)
+    w = worker(tidings, core)
+    tidings.set_control("kill_switch", True)
+    intent = offer(tidings)
+    clock.advance(minutes=31)
+    assert w.sweep_once()["expired"] == 1
+    tidings.set_control("kill_switch", False)
+    assert w.dispatch_once() == 0
+    assert tidings.get(intent.id).state is IntentState.EXPIRED
+    with psycopg.connect(db_url) as conn:
+        types = sorted(r[0] for r in conn.execute("SELECT type FROM events"))
+    assert types == ["intent.expired", "offer.released"]
+    assert sends(core) == []
+
+
+def test_undelivered_resends_exactly_the_budget(tidings: Tidings, clock: ManualClock) -> None:
+    publish_offer_template(tidings)
+    core = simulator(clock, delivered_share=0.0, receipt_delay_ms=500)
+    w = worker(tidings, core)
+    intent = offer(tidings, resend_budget=2)
+    for _ in range(6):
+        w.dispatch_once()
+        clock.advance(10)
+        w.reconcile_once()
+    got = tidings.get(intent.id)
+    assert got.state is IntentState.FAILED
+    keys = [e["idempotency_key"] for e in sends(core)]
+    assert keys == [f"waitlist:771:1801:offer:1:attempt:{n}" for n in (1, 2, 3)]
