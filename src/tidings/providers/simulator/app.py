@@ -1,0 +1,134 @@
+"""The simulator's HTTP face: a FastAPI app over one `SimulatorCore`.
+
+Route names are public (tests, the demo and the reliability suite use them):
+send (`POST /sms/send`, `POST /email/send`), lookups (`GET /messages/{id}`,
+`GET /messages?idempotency_key=`), and test controls under `/_`: `_ledger`,
+`_reset`, `_config`, `_advance`, `_receipts`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+import uvicorn
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, ValidationError
+
+from tidings.providers.simulator.config import SimulatorConfig
+from tidings.providers.simulator.core import SimulatorCore
+from tidings.providers.simulator.receipts import ReceiptDispatcher
+
+NOT_FOUND = {"code": "NOT_FOUND"}
+
+
+class SendBody(BaseModel):
+    to: str
+    body: str
+    subject: str | None = None
+    sender: str | None = None
+    idempotency_key: str = Field(min_length=1)
+    metadata: dict[str, str] = Field(default_factory=dict)
+    attachments: list[dict[str, Any]] = Field(default_factory=list)
+    template_id: str | None = None
+    validity_seconds: int | None = None
+
+
+class AdvanceBody(BaseModel):
+    seconds: float = Field(ge=0)
+
+
+def create_app(core: SimulatorCore | None = None, *, deliver_receipts: bool = True) -> FastAPI:
+    core = core or SimulatorCore()
+    dispatcher = ReceiptDispatcher(core) if deliver_receipts else None
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if dispatcher:
+            dispatcher.start()
+        yield
+        if dispatcher:
+            dispatcher.close()
+
+    app = FastAPI(title="tidings provider simulator", lifespan=lifespan)
+    app.state.core = core
+    _send_routes(app, core)
+    _lookup_routes(app, core)
+    _control_routes(app, core)
+    return app
+
+
+def _send_routes(app: FastAPI, core: SimulatorCore) -> None:
+    async def answer(channel: Literal["sms", "email"], body: SendBody) -> JSONResponse:
+        reply = core.send(channel, body.model_dump())
+        # The core already recorded (and maybe accepted) the message; a stall
+        # holds the answer back so the client times out on a done deed.
+        await asyncio.sleep(reply.latency_s + reply.stall_s)
+        return JSONResponse(reply.body, reply.status_code, headers=reply.headers)
+
+    @app.post("/sms/send", status_code=201)
+    async def send_sms(body: SendBody) -> JSONResponse:
+        return await answer("sms", body)
+
+    @app.post("/email/send", status_code=201)
+    async def send_email(body: SendBody) -> JSONResponse:
+        return await answer("email", body)
+
+
+def _lookup_routes(app: FastAPI, core: SimulatorCore) -> None:
+    @app.get("/messages/{message_id}")
+    async def get_message(message_id: str) -> JSONResponse:
+        found = core.lookup(message_id)
+        return JSONResponse(found) if found else JSONResponse(NOT_FOUND, 404)
+
+    @app.get("/messages")
+    async def find_message(idempotency_key: str) -> JSONResponse:
+        found = core.find_by_key(idempotency_key)
+        return JSONResponse(found) if found else JSONResponse(NOT_FOUND, 404)
+
+
+def _control_routes(app: FastAPI, core: SimulatorCore) -> None:
+    @app.get("/_ledger")
+    async def ledger(idempotency_key: str | None = None) -> list[dict[str, Any]]:
+        return core.ledger(idempotency_key)
+
+    @app.post("/_reset")
+    async def reset(config: bool = False) -> dict[str, Any]:
+        core.reset(config=config)
+        return {"ok": True}
+
+    @app.get("/_config")
+    async def get_config() -> SimulatorConfig:
+        return core.config
+
+    @app.put("/_config")
+    async def put_config(changes: dict[str, Any]) -> JSONResponse:
+        try:
+            return JSONResponse(core.configure(changes).model_dump())
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False, include_context=False, include_input=False)
+            return JSONResponse({"code": "INVALID_CONFIG", "errors": errors}, 422)
+
+    @app.post("/_advance")
+    async def advance(body: AdvanceBody) -> dict[str, Any]:
+        core.advance(body.seconds)
+        return {"ok": True}
+
+    @app.get("/_receipts")
+    async def receipts() -> list[dict[str, Any]]:
+        return core.receipts()
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        return {"ok": True}
+
+
+def serve(host: str, port: int, *, log_level: str = "warning", **config: Any) -> None:
+    core = SimulatorCore(SimulatorConfig(**config))
+    # A short graceful shutdown: stalled "timeout" answers must not hold up exit.
+    uvicorn.run(
+        create_app(core), host=host, port=port, log_level=log_level, timeout_graceful_shutdown=1
+    )

@@ -1,0 +1,45 @@
+"""The simulator's runtime configuration (`GET`/`PUT /_config`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# A well-known development secret: the simulator is a test peer, never a real
+# provider, and `tidings up` must work with zero setup.
+DEFAULT_WEBHOOK_SECRET = "tidings-simulator-secret"
+
+Rate = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class SimulatorConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    latency_ms: float = Field(default=0.0, ge=0)
+    rate_429: Rate = 0.0
+    rate_5xx: Rate = 0.0
+    # Accept and record the message, then stall the answer for timeout_stall_ms:
+    # longer than any sane client timeout, so the client sees an ambiguous outcome.
+    rate_timeout: Rate = 0.0
+    timeout_stall_ms: float = Field(default=30_000.0, ge=0)
+    retry_after_seconds: int = Field(default=1, ge=0)
+    receipt_delay_ms: float = Field(default=200.0, ge=0)
+    duplicate_rate: Rate = 0.0
+    reorder: bool = False
+    loss_rate: Rate = 0.0
+    delivered_share: Rate = 1.0
+    seed: int = 0
+    webhook_url: str | None = None
+    webhook_secret: str = DEFAULT_WEBHOOK_SECRET
+
+    @model_validator(mode="after")
+    def _fault_rates_fit(self) -> SimulatorConfig:
+        # One uniform draw is split between the three faults, so they must fit in 1.
+        if self.rate_429 + self.rate_5xx + self.rate_timeout > 1.0:
+            raise ValueError("rate_429 + rate_5xx + rate_timeout must not exceed 1")
+        return self
+
+    def updated(self, changes: Mapping[str, Any]) -> SimulatorConfig:
+        return SimulatorConfig.model_validate({**self.model_dump(), **changes})

@@ -1,0 +1,324 @@
+"""The provider simulator's state and decisions, without HTTP.
+
+Thread-safe (one lock) and free of I/O, so the same core serves the FastAPI
+app (`app.py`) and the zero-latency in-process adapter used by benchmarks.
+
+Repeatability: every random decision about a send request comes from an RNG
+seeded by (config seed, channel, idempotency key, how many times that key was
+seen). The same seed and the same requests give the same faults, message ids
+and receipt plans, even when concurrent workers interleave them differently.
+
+A message moves queued -> sent (after half the receipt delay) -> delivered,
+undelivered or failed (after the receipt delay). Status is computed from the
+clock on demand; `advance()` moves the simulated clock forward so tests never
+wait. Receipts (webhook events) are planned at send time, only when a
+webhook_url is configured, and handed out by `take_due_receipts`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import itertools
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from tidings.providers.simulator.config import SimulatorConfig
+from tidings.providers.simulator.magic import Magic, magic_for
+
+_MAGIC_OUTCOMES = {
+    "reject": "rejected",
+    "rate_limit": "rate_limited",
+    "error_5xx": "error_5xx",
+    "timeout": "timeout_after_accept",
+}
+_ACCEPTED_OUTCOMES = ("accepted", "timeout_after_accept")
+_SOFT_FAILURE_CODES = {"sms": "UNREACHABLE", "email": "BOUNCED"}
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat()
+
+
+def destination_hash(to: str) -> str:
+    return hashlib.sha256(to.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the HTTP layer should answer; the in-process adapter reads it directly."""
+
+    status_code: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+    latency_s: float = 0.0
+    stall_s: float = 0.0  # > 0: the answer must not arrive before the client gives up
+
+
+@dataclass
+class Message:
+    message_id: str
+    channel: str
+    idempotency_key: str
+    accepted_at: float
+    sent_at: float
+    final_at: float
+    final_status: str
+    final_code: str | None
+
+    def state_at(self, now: float) -> tuple[str, str | None, float]:
+        if now >= self.final_at:
+            return self.final_status, self.final_code, self.final_at
+        if now >= self.sent_at:
+            return "sent", None, self.sent_at
+        return "queued", None, self.accepted_at
+
+    def view(self, now: float) -> dict[str, Any]:
+        status, code, updated = self.state_at(now)
+        return {
+            "message_id": self.message_id,
+            "channel": self.channel,
+            "status": status,
+            "code": code,
+            "updated_at": iso(updated),
+            "idempotency_key": self.idempotency_key,
+        }
+
+
+@dataclass
+class Receipt:
+    event: dict[str, Any]
+    due_at: float
+    duplicate: bool = False
+    state: str = "pending"  # pending, delivered, failed, lost, dropped
+    attempts: int = 0
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "event_id": self.event["event_id"],
+            "message_id": self.event["message_id"],
+            "status": self.event["status"],
+            "due_at": iso(self.due_at),
+            "duplicate": self.duplicate,
+            "state": self.state,
+            "attempts": self.attempts,
+        }
+
+
+class SimulatorCore:
+    def __init__(
+        self, config: SimulatorConfig | None = None, *, clock: Callable[[], float] = time.time
+    ):
+        self._config = config or SimulatorConfig()
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._clear()
+
+    def _clear(self) -> None:
+        self._offset = 0.0
+        self._messages: dict[str, Message] = {}
+        self._first_by_key: dict[str, str] = {}
+        self._seen: dict[tuple[str, str], int] = {}
+        self._ledger: list[dict[str, Any]] = []
+        self._receipts: list[Receipt] = []
+        self._pending: list[tuple[float, int, Receipt]] = []
+        self._seq = itertools.count()
+
+    # --- configuration and clock -------------------------------------------
+
+    @property
+    def config(self) -> SimulatorConfig:
+        return self._config
+
+    def configure(self, changes: Mapping[str, Any]) -> SimulatorConfig:
+        with self._lock:
+            self._config = self._config.updated(changes)
+            return self._config
+
+    def reset(self, *, config: bool = False) -> None:
+        with self._lock:
+            self._clear()
+            if config:
+                self._config = SimulatorConfig()
+
+    def now(self) -> float:
+        return self._clock() + self._offset
+
+    def advance(self, seconds: float) -> None:
+        """Move simulated time forward: statuses progress and receipts fall due."""
+        with self._lock:
+            self._offset += seconds
+
+    # --- sending -------------------------------------------------------------
+
+    def send(self, channel: str, payload: Mapping[str, Any]) -> Reply:
+        to, key = str(payload["to"]), str(payload["idempotency_key"])
+        with self._lock:
+            rng, message_id = self._request_rng(channel, key)
+            magic = magic_for(channel, to)
+            outcome = self._fault(magic, rng)
+            message = None
+            if outcome in _ACCEPTED_OUTCOMES:
+                message = self._accept(message_id, channel, key, magic, rng)
+            self._ledger.append(self._ledger_entry(channel, key, to, message, outcome))
+            return self._reply(outcome, message, magic)
+
+    def _request_rng(self, channel: str, key: str) -> tuple[random.Random, str]:
+        n = self._seen.get((channel, key), 0)
+        self._seen[(channel, key)] = n + 1
+        digest = hashlib.sha256(f"{self._config.seed}|{channel}|{key}|{n}".encode()).digest()
+        prefix = "SM" if channel == "sms" else "EM"
+        return random.Random(int.from_bytes(digest[:8], "big")), prefix + digest[8:24].hex()
+
+    def _fault(self, magic: Magic | None, rng: random.Random) -> str:
+        draw = rng.random()  # always drawn, so magic never shifts the stream
+        if magic is not None and magic.kind in _MAGIC_OUTCOMES:
+            return _MAGIC_OUTCOMES[magic.kind]
+        c = self._config
+        for outcome, rate in (
+            ("rate_limited", c.rate_429),
+            ("error_5xx", c.rate_5xx),
+            ("timeout_after_accept", c.rate_timeout),
+        ):
+            if draw < rate:
+                return outcome
+            draw -= rate
+        return "accepted"
+
+    def _accept(
+        self, message_id: str, channel: str, key: str, magic: Magic | None, rng: random.Random
+    ) -> Message:
+        now, delay = self.now(), self._config.receipt_delay_ms / 1000
+        status, code = self._final_outcome(channel, magic, rng)
+        message = Message(message_id, channel, key, now, now + delay / 2, now + delay, status, code)
+        self._messages[message_id] = message
+        self._first_by_key.setdefault(key, message_id)
+        if self._config.webhook_url:
+            self._plan_receipts(message, rng)
+        return message
+
+    def _final_outcome(
+        self, channel: str, magic: Magic | None, rng: random.Random
+    ) -> tuple[str, str | None]:
+        draw = rng.random()
+        if magic is not None and magic.kind == "final":
+            return str(magic.status), magic.code
+        if draw < self._config.delivered_share:
+            return "delivered", None
+        return "undelivered", _SOFT_FAILURE_CODES[channel]
+
+    def _ledger_entry(
+        self, channel: str, key: str, to: str, message: Message | None, outcome: str
+    ) -> dict[str, Any]:
+        return {
+            "channel": channel,
+            "idempotency_key": key,
+            "destination_hash": destination_hash(to),
+            "received_at": iso(self.now()),
+            "provider_message_id": message.message_id if message else None,
+            "outcome": outcome,
+        }
+
+    def _reply(self, outcome: str, message: Message | None, magic: Magic | None) -> Reply:
+        c = self._config
+        latency = c.latency_ms / 1000
+        if message is not None:
+            stall = c.timeout_stall_ms / 1000 if outcome == "timeout_after_accept" else 0.0
+            accepted = {"message_id": message.message_id, "status": "queued"}
+            return Reply(201, accepted, latency_s=latency, stall_s=stall)
+        if outcome == "rate_limited":
+            limited = {"code": "RATE_LIMITED", "retry_after_seconds": c.retry_after_seconds}
+            return Reply(429, limited, {"Retry-After": str(c.retry_after_seconds)}, latency)
+        if outcome == "error_5xx":
+            return Reply(500, {"code": "PROVIDER_ERROR"}, latency_s=latency)
+        code = magic.code if magic is not None else "INVALID_DESTINATION"
+        return Reply(400, {"code": code}, latency_s=latency)
+
+    # --- receipts ------------------------------------------------------------
+
+    def _plan_receipts(self, message: Message, rng: random.Random) -> None:
+        c = self._config
+        events = [
+            self._event(message, "sent", None, message.sent_at),
+            self._event(message, message.final_status, message.final_code, message.final_at),
+        ]
+        dues = [message.sent_at, message.final_at]
+        if c.reorder:
+            # Same delivery times, events permuted: a terminal event can beat "sent".
+            rng.shuffle(events)
+        spread = max(c.receipt_delay_ms / 1000, 0.05)
+        for event, due in zip(events, dues, strict=True):
+            if rng.random() < c.loss_rate:
+                self._receipts.append(Receipt(event, due, state="lost"))
+                continue
+            self._schedule(Receipt(event, due))
+            if rng.random() < c.duplicate_rate:
+                self._schedule(Receipt(event, due + rng.uniform(0, spread), duplicate=True))
+
+    @staticmethod
+    def _event(message: Message, status: str, code: str | None, at: float) -> dict[str, Any]:
+        # Derived from the transition, not the delivery: duplicates share the id.
+        event_id = hashlib.sha256(f"{message.message_id}|{status}".encode()).hexdigest()
+        return {
+            "event_id": "EV" + event_id[:32],
+            "message_id": message.message_id,
+            "idempotency_key": message.idempotency_key,
+            "status": status,
+            "code": code,
+            "occurred_at": iso(at),
+        }
+
+    def _schedule(self, receipt: Receipt) -> None:
+        self._receipts.append(receipt)
+        heapq.heappush(self._pending, (receipt.due_at, next(self._seq), receipt))
+
+    def take_due_receipts(self) -> list[Receipt]:
+        with self._lock:
+            now, due = self.now(), []
+            while self._pending and self._pending[0][0] <= now:
+                due.append(heapq.heappop(self._pending)[2])
+            return due
+
+    def next_receipt_due(self) -> float | None:
+        with self._lock:
+            return self._pending[0][0] if self._pending else None
+
+    def requeue(self, receipt: Receipt, delay_s: float) -> None:
+        with self._lock:
+            receipt.due_at = self.now() + delay_s
+            heapq.heappush(self._pending, (receipt.due_at, next(self._seq), receipt))
+
+    def mark(self, receipt: Receipt, state: str, *, attempted: bool = True) -> None:
+        with self._lock:
+            receipt.state = state
+            receipt.attempts += int(attempted)
+
+    def receipts(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [r.view() for r in self._receipts]
+
+    # --- lookups -------------------------------------------------------------
+
+    def lookup(self, message_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            message = self._messages.get(message_id)
+            return message.view(self.now()) if message else None
+
+    def find_by_key(self, idempotency_key: str) -> dict[str, Any] | None:
+        """The first message accepted under this key (the simulator never dedupes)."""
+        with self._lock:
+            message_id = self._first_by_key.get(idempotency_key)
+            return self.lookup(message_id) if message_id else None
+
+    def ledger(self, idempotency_key: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            return [
+                dict(e)
+                for e in self._ledger
+                if idempotency_key is None or e["idempotency_key"] == idempotency_key
+            ]

@@ -1,0 +1,261 @@
+"""Adapters for the provider simulator: over HTTP, and in-process over its core.
+
+Both share every step but the transport: the in-process one swaps httpx's
+network transport for `CoreTransport`, which calls the core directly. So the
+request building, response parsing and error boundary under test are the same
+code the HTTP adapter runs, with zero network and zero latency.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, ClassVar
+from urllib.parse import quote, unquote
+
+import httpx
+
+from tidings.providers.base import (
+    DEFAULT_TIMEOUT,
+    Accepted,
+    AttachmentLoader,
+    AttachmentRef,
+    HttpProviderAdapter,
+    HttpRequest,
+    InvalidSignature,
+    Observation,
+    ObservedStatus,
+    OutboundMessage,
+    ProviderConfigError,
+    ProviderError,
+    RejectCode,
+    WebhookRequest,
+    register,
+    stable_key,
+)
+from tidings.providers.simulator import DEFAULT_WEBHOOK_SECRET, SimulatorCore
+from tidings.providers.simulator.receipts import render
+
+SIGNATURE_HEADER = "X-Simulator-Signature"
+IN_PROCESS_URL = "http://simulator.in-process"
+
+
+class SimulatorAdapter(HttpProviderAdapter):
+    name = "simulator"
+    channels = frozenset({"sms", "email"})
+    supports_lookup = True
+    supports_lookup_by_key = True
+    status_map: ClassVar[Mapping[str, ObservedStatus]] = {
+        "queued": ObservedStatus.accepted,
+        "sent": ObservedStatus.accepted,
+        "delivered": ObservedStatus.delivered,
+        "undelivered": ObservedStatus.undelivered,
+        "failed": ObservedStatus.failed,
+    }
+    # The simulator speaks the normalized codes natively; anything else is UNKNOWN.
+    code_map: ClassVar[Mapping[str, RejectCode]] = {c.value.lower(): c for c in RejectCode}
+
+    def __init__(
+        self,
+        base_url: str,
+        webhook_secret: str | None = DEFAULT_WEBHOOK_SECRET,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        client: httpx.Client | None = None,
+        attachment_loader: AttachmentLoader | None = None,
+        signature_tolerance_s: float | None = 300.0,
+        clock: Callable[[], float] = time.time,
+    ):
+        super().__init__(
+            base_url, timeout=timeout, client=client, attachment_loader=attachment_loader
+        )
+        self._webhook_secret = webhook_secret
+        self._tolerance_s = signature_tolerance_s
+        self._clock = clock
+
+    # --- send ---------------------------------------------------------------
+
+    def build_request(self, message: OutboundMessage, idempotency_key: str) -> HttpRequest:
+        payload = {
+            "to": message.to,
+            "body": message.body,
+            "subject": message.subject,
+            "sender": message.sender,
+            "idempotency_key": idempotency_key,
+            "metadata": dict(message.metadata),
+            "template_id": message.provider_template_id,
+            "validity_seconds": message.validity_seconds,
+            "attachments": [self._attachment(ref) for ref in message.attachments],
+        }
+        return HttpRequest("POST", f"/{message.channel}/send", json=payload)
+
+    def _attachment(self, ref: AttachmentRef) -> dict[str, Any]:
+        # Fetched at send time, never stored with the attempt; the simulator
+        # only needs proof of content, so send its digest rather than the bytes.
+        data = self.load_attachment(ref)
+        return {
+            "id": ref.id,
+            "revision": ref.revision,
+            "filename": ref.filename,
+            "content_type": ref.content_type,
+            "size": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+        }
+
+    def parse_accepted(self, response: httpx.Response) -> Accepted:
+        body = response.json()
+        return Accepted(str(body["message_id"]), raw_status=str(body.get("status", "")))
+
+    def rejection_code(self, response: httpx.Response) -> str | None:
+        try:
+            return str(response.json()["code"])
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    # --- lookups ------------------------------------------------------------
+
+    def build_status_request(self, provider_message_id: str) -> HttpRequest:
+        return HttpRequest("GET", f"/messages/{quote(provider_message_id, safe='')}")
+
+    def build_key_request(self, idempotency_key: str) -> HttpRequest:
+        return HttpRequest("GET", "/messages", params={"idempotency_key": idempotency_key})
+
+    def parse_lookup_body(self, response: httpx.Response) -> Observation:
+        body = response.json()
+        # A poll has no event id: the transition itself identifies it.
+        key = stable_key(self.name, body["message_id"], body["status"], body["updated_at"])
+        return self._observation(body, body["updated_at"], key)
+
+    # --- webhooks -----------------------------------------------------------
+
+    def verify_webhook(self, request: WebhookRequest) -> list[Observation]:
+        self._check_signature(request)
+        try:
+            payload = json.loads(request.body)
+        except ValueError as exc:
+            raise ProviderError("simulator webhook body is not JSON") from exc
+        events = payload if isinstance(payload, list) else [payload]
+        return [self._event_observation(event) for event in events]
+
+    def _check_signature(self, request: WebhookRequest) -> None:
+        header = request.headers.get(SIGNATURE_HEADER)
+        if not header:
+            raise InvalidSignature(f"missing {SIGNATURE_HEADER}")
+        parts = dict(p.strip().split("=", 1) for p in header.split(",") if "=" in p)
+        stamp, given = parts.get("t", ""), parts.get("v1", "")
+        if not stamp.isdigit() or not given:
+            raise InvalidSignature(f"malformed {SIGNATURE_HEADER}")
+        secret = self._secret().encode()
+        expected = hmac.new(secret, f"{stamp}.".encode() + request.body, hashlib.sha256)
+        if not hmac.compare_digest(expected.hexdigest(), given):
+            raise InvalidSignature("simulator signature mismatch")
+        if self._tolerance_s is not None and abs(self._clock() - int(stamp)) > self._tolerance_s:
+            raise InvalidSignature("simulator signature timestamp outside tolerance")
+
+    def _secret(self) -> str:
+        if not self._webhook_secret:
+            raise ProviderConfigError("simulator adapter has no webhook_secret")
+        return self._webhook_secret
+
+    def _event_observation(self, event: dict[str, Any]) -> Observation:
+        if not isinstance(event, dict) or "status" not in event:
+            raise ProviderError("simulator webhook event lacks a status")
+        event_id = event.get("event_id")
+        key = f"{self.name}:event:{event_id}" if event_id else stable_key(self.name, event)
+        return self._observation(event, event.get("occurred_at"), key)
+
+    def _observation(self, body: dict[str, Any], at: str | None, dedupe_key: str) -> Observation:
+        raw_status, raw_code = str(body["status"]), body.get("code")
+        status, code = self.map_status(raw_status, None if raw_code is None else str(raw_code))
+        return Observation(
+            provider=self.name,
+            provider_message_id=body.get("message_id"),
+            attempt_key=body.get("idempotency_key"),
+            status=status,
+            code=code,
+            raw_status=raw_status,
+            occurred_at=datetime.fromisoformat(at) if at else None,
+            dedupe_key=dedupe_key,
+            raw=body,
+            raw_code=None if raw_code is None else str(raw_code),
+        )
+
+
+class CoreTransport(httpx.BaseTransport):
+    """An httpx transport answering from a `SimulatorCore` in this process."""
+
+    def __init__(self, core: SimulatorCore, *, honor_latency: bool = False):
+        self._core = core
+        self._honor_latency = honor_latency
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if request.method == "POST" and path in ("/sms/send", "/email/send"):
+            return self._send(path.strip("/").split("/")[0], request)
+        found = None
+        if request.method == "GET" and path == "/messages":
+            found = self._core.find_by_key(request.url.params.get("idempotency_key", ""))
+        elif request.method == "GET" and path.startswith("/messages/"):
+            found = self._core.lookup(unquote(path.removeprefix("/messages/")))
+        return httpx.Response(200, json=found) if found else httpx.Response(404, json={})
+
+    def _send(self, channel: str, request: httpx.Request) -> httpx.Response:
+        reply = self._core.send(channel, json.loads(request.content))
+        if self._honor_latency:
+            time.sleep(reply.latency_s)
+        if reply.stall_s:
+            # The core accepted and recorded it; the caller just never hears back.
+            raise httpx.ReadTimeout("simulated stall after accept", request=request)
+        return httpx.Response(reply.status_code, json=reply.body, headers=reply.headers)
+
+
+class InProcessSimulatorAdapter(SimulatorAdapter):
+    """The simulator adapter wired straight to a core: no sockets, no latency."""
+
+    def __init__(
+        self,
+        core: SimulatorCore,
+        *,
+        webhook_secret: str | None = None,
+        attachment_loader: AttachmentLoader | None = None,
+        honor_latency: bool = False,
+        clock: Callable[[], float] = time.time,
+    ):
+        transport = CoreTransport(core, honor_latency=honor_latency)
+        client = httpx.Client(base_url=IN_PROCESS_URL, transport=transport)
+        super().__init__(
+            IN_PROCESS_URL,
+            webhook_secret,
+            client=client,
+            attachment_loader=attachment_loader,
+            clock=clock,
+        )
+        self.core = core
+
+    def _secret(self) -> str:
+        # Without an explicit secret, follow the core's config as it changes.
+        return self._webhook_secret or self.core.config.webhook_secret
+
+    def due_webhooks(self) -> list[WebhookRequest]:
+        """Receipts due now, signed as the simulator would POST them (benchmarks)."""
+        requests = []
+        for receipt in self.core.take_due_receipts():
+            headers, body = render(receipt.event, self._secret(), int(self._clock()))
+            requests.append(WebhookRequest("POST", IN_PROCESS_URL + "/webhook", headers, body))
+            self.core.mark(receipt, "delivered")
+        return requests
+
+
+def _from_settings(settings: Mapping[str, Any]) -> SimulatorAdapter:
+    base_url = settings.get("base_url") or settings.get("url")
+    if not base_url:
+        raise ProviderConfigError("the simulator adapter needs base_url")
+    secret = settings.get("webhook_secret") or DEFAULT_WEBHOOK_SECRET
+    return SimulatorAdapter(base_url, secret, float(settings.get("timeout", DEFAULT_TIMEOUT)))
+
+
+register("simulator", _from_settings)

@@ -1,0 +1,214 @@
+"""The conformance suite every provider adapter must pass (one suite, every adapter).
+
+To run it for an adapter, subclass `AdapterConformance` in a test module and
+provide two fixtures: `adapter` (the adapter under test, pointed at its local
+peer) and `peer` (an object satisfying `PeerControl` for that peer). A peer
+that cannot stage a case raises `pytest.skip` from the method concerned; an
+adapter without lookups has those cases skipped by its capability flags.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Literal, Protocol
+
+import pytest
+
+from tidings.providers.base import (
+    Accepted,
+    Indeterminate,
+    InvalidSignature,
+    Observation,
+    ObservedStatus,
+    OutboundMessage,
+    ProviderAdapter,
+    RejectCode,
+    Rejected,
+    Retryable,
+    WebhookRequest,
+)
+
+Outcome = Literal["accept", "undeliverable", "rate_limit", "reject", "timeout"]
+Signature = Literal["valid", "missing", "wrong_secret", "tampered"]
+UNKNOWN_RAW_STATUS = "teleported-by-carrier"
+
+
+class PeerControl(Protocol):
+    retry_after_seconds: float | None  # what the peer promises on a 429, None if nothing
+    reject_code: RejectCode  # the normalized code the "reject" outcome must map to
+
+    def message(self, outcome: Outcome, channel: str) -> OutboundMessage:
+        """A message that, sent next, gets `outcome` (the peer arranges itself)."""
+
+    def undelivered_code(self, channel: str) -> RejectCode:
+        """The normalized code the "undeliverable" outcome must end with."""
+
+    def requests_recorded(self, idempotency_key: str) -> int:
+        """How many send requests with this key the peer received."""
+
+    def settle(self) -> None:
+        """Let every pending status progression reach its final state."""
+
+    def webhook(
+        self,
+        provider_message_id: str,
+        idempotency_key: str,
+        raw_status: str,
+        *,
+        signature: Signature = "valid",
+        destination: str | None = None,
+    ) -> WebhookRequest:
+        """A status event as the provider would POST it; `destination` included if given."""
+
+
+def new_key() -> str:
+    return f"conf-{uuid.uuid4().hex}"
+
+
+def channel_of(adapter: ProviderAdapter, channel: str) -> str:
+    if channel not in adapter.channels:
+        pytest.skip(f"{adapter.name} does not send {channel}")
+    return channel
+
+
+def need(flag: bool, what: str) -> None:
+    if not flag:
+        pytest.skip(f"adapter has no {what}")
+
+
+CHANNELS = pytest.mark.parametrize("channel", ["sms", "email"])
+
+
+class AdapterConformance:
+    """Test cases shared by every adapter; subclasses supply `adapter` and `peer`."""
+
+    @CHANNELS
+    def test_accepted_send_returns_id_and_peer_saw_one_request(self, adapter, peer, channel):
+        key = new_key()
+        result = adapter.send(peer.message("accept", channel_of(adapter, channel)), key)
+        assert isinstance(result, Accepted)
+        assert result.provider_message_id
+        assert result.status is ObservedStatus.accepted
+        assert peer.requests_recorded(key) == 1
+
+    @CHANNELS
+    def test_rate_limit_is_retryable_with_retry_after(self, adapter, peer, channel):
+        key = new_key()
+        result = adapter.send(peer.message("rate_limit", channel_of(adapter, channel)), key)
+        assert isinstance(result, Retryable)
+        assert result.code is RejectCode.RATE_LIMITED
+        assert result.retry_after_seconds == peer.retry_after_seconds
+        assert peer.requests_recorded(key) == 1
+        self._never_went_out(adapter, key)
+
+    @CHANNELS
+    def test_permanent_rejection_has_a_normalized_code(self, adapter, peer, channel):
+        key = new_key()
+        result = adapter.send(peer.message("reject", channel_of(adapter, channel)), key)
+        assert isinstance(result, Rejected)
+        assert result.code is peer.reject_code
+        assert peer.requests_recorded(key) == 1
+        self._never_went_out(adapter, key)
+
+    def test_ambiguous_timeout_is_indeterminate_and_found_by_key(self, adapter, peer):
+        channel = sorted(adapter.channels)[0]
+        key = new_key()
+        result = adapter.send(peer.message("timeout", channel), key)
+        assert isinstance(result, Indeterminate)
+        need(adapter.supports_lookup_by_key, "lookup by key")
+        found = adapter.find_by_key(key)
+        # The provider did take it: reconciliation finds it, so no resend is needed.
+        assert found is not None and found.provider_message_id
+        assert found.status is ObservedStatus.accepted
+        assert peer.requests_recorded(key) == 1
+
+    def test_status_lookup_follows_the_progression(self, adapter, peer):
+        need(adapter.supports_lookup, "status lookup")
+        channel = sorted(adapter.channels)[0]
+        sent = adapter.send(peer.message("accept", channel), new_key())
+        assert isinstance(sent, Accepted)
+        assert adapter.status(sent.provider_message_id).status is ObservedStatus.accepted
+        peer.settle()
+        final = adapter.status(sent.provider_message_id)
+        assert final.status is ObservedStatus.delivered
+        assert final.provider == adapter.name
+        assert final.occurred_at is None or final.occurred_at.utcoffset() is not None
+
+    @CHANNELS
+    def test_undelivered_maps_status_and_code(self, adapter, peer, channel):
+        need(adapter.supports_lookup, "status lookup")
+        sent = adapter.send(peer.message("undeliverable", channel_of(adapter, channel)), new_key())
+        peer.settle()
+        final = adapter.status(sent.provider_message_id)
+        assert final.status is ObservedStatus.undelivered
+        assert final.code == peer.undelivered_code(channel).value
+
+    def test_lookups_of_unknown_messages_are_none(self, adapter):
+        need(adapter.supports_lookup, "status lookup")
+        assert adapter.status("no-such-message-" + uuid.uuid4().hex) is None
+        if adapter.supports_lookup_by_key:
+            assert adapter.find_by_key(new_key()) is None
+
+    def test_valid_webhook_gives_observations_with_stable_dedupe_keys(self, adapter, peer):
+        key, pmid = self._accepted(adapter, peer)
+        request = peer.webhook(pmid, key, "delivered")
+        first = adapter.verify_webhook(request)
+        assert [o.status for o in first] == [ObservedStatus.delivered]
+        observation = first[0]
+        assert observation.provider == adapter.name
+        assert observation.provider_message_id == pmid
+        assert observation.dedupe_key
+        replayed = adapter.verify_webhook(peer.webhook(pmid, key, "delivered"))
+        assert [o.dedupe_key for o in replayed] == [observation.dedupe_key]
+        other = adapter.verify_webhook(peer.webhook(pmid, key, "sent"))
+        assert other[0].dedupe_key != observation.dedupe_key
+
+    @pytest.mark.parametrize("signature", ["missing", "wrong_secret", "tampered"])
+    def test_unsigned_or_badly_signed_webhook_is_refused(self, adapter, peer, signature):
+        key, pmid = self._accepted(adapter, peer)
+        with pytest.raises(InvalidSignature):
+            adapter.verify_webhook(peer.webhook(pmid, key, "delivered", signature=signature))
+
+    def test_unknown_raw_status_is_unknown_and_kept(self, adapter, peer):
+        key, pmid = self._accepted(adapter, peer)
+        [observation] = adapter.verify_webhook(peer.webhook(pmid, key, UNKNOWN_RAW_STATUS))
+        assert observation.status is ObservedStatus.unknown
+        assert observation.raw_status == UNKNOWN_RAW_STATUS
+        assert UNKNOWN_RAW_STATUS in repr(observation.raw)
+
+    def test_unknown_codes_map_to_unknown(self, adapter):
+        status, code = adapter.map_status(UNKNOWN_RAW_STATUS, "E-NEVER-SEEN-42")
+        assert (status, code) == (ObservedStatus.unknown, RejectCode.UNKNOWN.value)
+
+    def test_raw_destination_never_kept_in_observations(self, adapter, peer):
+        channel = sorted(adapter.channels)[0]
+        message = peer.message("accept", channel)
+        key = new_key()
+        pmid = adapter.send(message, key).provider_message_id
+        request = peer.webhook(pmid, key, "delivered", destination=message.to)
+        observations = adapter.verify_webhook(request)
+        if adapter.supports_lookup:
+            observations.append(adapter.status(pmid))
+        for observation in observations:
+            assert isinstance(observation, Observation)
+            assert message.to not in repr(observation.raw)
+
+    def test_destination_and_body_stay_out_of_message_repr(self, adapter, peer):
+        message = peer.message("accept", sorted(adapter.channels)[0])
+        assert message.to not in repr(message)
+        assert message.body not in repr(message)
+
+    # --- helpers -------------------------------------------------------------
+
+    @staticmethod
+    def _accepted(adapter, peer) -> tuple[str, str]:
+        key = new_key()
+        result = adapter.send(peer.message("accept", sorted(adapter.channels)[0]), key)
+        assert isinstance(result, Accepted)
+        return key, result.provider_message_id
+
+    @staticmethod
+    def _never_went_out(adapter: ProviderAdapter, key: str) -> None:
+        # "Certainly not processed" must hold at the provider, not just in our result.
+        if adapter.supports_lookup_by_key:
+            assert adapter.find_by_key(key) is None

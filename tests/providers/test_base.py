@@ -1,0 +1,74 @@
+"""The contract's own helpers: redaction, Retry-After, headers, value checks."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tidings.providers.base import (
+    REDACTED,
+    Headers,
+    Observation,
+    ObservedStatus,
+    WebhookRequest,
+    parse_retry_after,
+    redact,
+    stable_key,
+)
+
+phones = st.from_regex(r"\+[1-9]\d{7,14}", fullmatch=True)
+
+
+@given(email=st.emails(), phone=phones)
+def test_redact_masks_destinations_inside_free_text(email: str, phone: str) -> None:
+    raw = {"note": f"sent to {email} and {phone}", "nested": [{"msg": f"<{email}>"}]}
+    text = repr(redact(raw))
+    assert email not in text and phone not in text
+
+
+@pytest.mark.parametrize("key", ["to", "To", "phone_number", "DestinationPhoneNumber", "email"])
+def test_redact_masks_destination_keys_whatever_the_value(key: str) -> None:
+    assert redact({key: "15551234567", "id": "SM1"}) == {key: REDACTED, "id": "SM1"}
+
+
+def test_observation_redacts_raw_and_requires_aware_time() -> None:
+    observation = Observation(
+        "p", "SM1", "k", ObservedStatus.delivered, None, "delivered", None, "p:1",
+        raw={"to": "+15551234567", "status": "delivered"},
+    )  # fmt: skip
+    assert observation.raw == {"to": REDACTED, "status": "delivered"}
+    with pytest.raises(ValueError, match="timezone-aware"):
+        Observation(
+            "p", None, None, ObservedStatus.unknown, None, "x", datetime(2030, 1, 1), "p:2"
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("7", 7.0),
+        ("0.5", 0.5),
+        ("-3", 0.0),
+        ("Wed, 01 Jan 2031 00:00:10 GMT", 10.0),
+        ("soon", None),
+        (None, None),
+        ("", None),
+    ],
+)
+def test_parse_retry_after(value: str | None, expected: float | None) -> None:
+    now = datetime.fromisoformat("2031-01-01T00:00:00+00:00").timestamp()
+    assert parse_retry_after(value, now=now) == expected
+
+
+def test_webhook_headers_are_case_insensitive() -> None:
+    request = WebhookRequest("POST", "https://x/", {"X-Sig": "a"}, b"{}")
+    assert request.headers["x-sig"] == request.headers.get("X-SIG") == "a"
+    assert Headers([("A", "1")]) == {"a": "1"}
+
+
+def test_stable_key_depends_only_on_its_parts() -> None:
+    assert stable_key("p", "SM1", "delivered") == stable_key("p", "SM1", "delivered")
+    assert stable_key("p", "SM1", "delivered") != stable_key("p", "SM1", "sent")
