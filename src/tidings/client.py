@@ -50,8 +50,10 @@ class Tidings:
         secret_key: str | None = None,
     ) -> None:
         self.settings = settings or Settings()
-        self.url = database_url or self.settings.database_url or embedded_url(
-            self.settings.resolved_home()
+        self.url = (
+            database_url
+            or self.settings.database_url
+            or embedded_url(self.settings.resolved_home())
         )
         self.tenant = tenant or self.settings.tenant
         self.clock: Clock = clock or SystemClock()
@@ -119,7 +121,9 @@ class Tidings:
         )
         self._ensure_tenant()
         with self.db.transaction(conn) as tx:
-            intent, _ = create_or_replay(tx, self.tenant, request, self.vault, self.clock.now(), actor)
+            intent, _ = create_or_replay(
+                tx, self.tenant, request, self.vault, self.clock.now(), actor
+            )
         return intent
 
     def publish_template(
@@ -139,9 +143,16 @@ class Tidings:
     ) -> TemplateRevision:
         """Publish an immutable revision; the same content returns the latest."""
         draft = TemplateRevision(
-            tenant_id=self.tenant, name=name, revision=1, channel=channel, locale=locale,
-            subject=subject, body=body, html_body=html_body,
-            required_variables=tuple(required_variables), attachment_policy=attachment_policy,
+            tenant_id=self.tenant,
+            name=name,
+            revision=1,
+            channel=channel,
+            locale=locale,
+            subject=subject,
+            body=body,
+            html_body=html_body,
+            required_variables=tuple(required_variables),
+            attachment_policy=attachment_policy,
             provider_template_ids=provider_template_ids or {},
         )
         errors = [p for p in validate_revision(draft, required_providers) if p.is_error]
@@ -155,7 +166,9 @@ class Tidings:
         """Publish an immutable policy version; new intents freeze it."""
         self._ensure_tenant()
         with self.db.transaction() as conn:
-            return policy_store.publish(conn, self.tenant, document, self.clock.now(), actor).version
+            return policy_store.publish(
+                conn, self.tenant, document, self.clock.now(), actor
+            ).version
 
     def set_control(
         self,
@@ -171,11 +184,19 @@ class Tidings:
             raise InvalidInput("kind", "use kill_switch or shadow_mode")
         self._ensure_tenant()
         with self.db.transaction() as conn:
-            execute(conn, "set_control", {
-                "tenant_id": self.tenant, "kind": kind, "channel": channel or "",
-                "country": (country or "").upper(), "enabled": enabled,
-                "now": self.clock.now(), "actor": actor,
-            })
+            execute(
+                conn,
+                "set_control",
+                {
+                    "tenant_id": self.tenant,
+                    "kind": kind,
+                    "channel": channel or "",
+                    "country": (country or "").upper(),
+                    "enabled": enabled,
+                    "now": self.clock.now(),
+                    "actor": actor,
+                },
+            )
 
     def get(self, intent_id: UUID | str) -> Intent:
         with self.db.transaction() as conn:
@@ -195,7 +216,9 @@ class Tidings:
         """Stop any further attempt. A message already accepted cannot be unsent."""
         why = parse_reason(reason)
         with self.db.transaction(conn) as tx:
-            return cancel_intent(tx, self.tenant, _uuid(intent_id), why.value, self.clock.now(), actor)
+            return cancel_intent(
+                tx, self.tenant, _uuid(intent_id), why.value, self.clock.now(), actor
+            )
 
     def timeline(self, intent_id: UUID | str) -> list[TimelineEntry]:
         self.get(intent_id)
@@ -204,7 +227,12 @@ class Tidings:
 
 
 def cancel_intent(
-    conn: psycopg.Connection[Any], tenant: str, intent_id: UUID, reason: str, now: datetime, actor: str
+    conn: psycopg.Connection[Any],
+    tenant: str,
+    intent_id: UUID,
+    reason: str,
+    now: datetime,
+    actor: str,
 ) -> Intent:
     for _ in range(CANCEL_RETRIES):
         intent = ledger.get_intent(conn, tenant, intent_id)
@@ -215,7 +243,13 @@ def cancel_intent(
         try:
             move = ledger.Move(cancel_reason=reason)
             return ledger.transition(
-                conn, intent, Event.CANCEL, now=now, actor=actor, move=move, detail={"reason": reason}
+                conn,
+                intent,
+                Event.CANCEL,
+                now=now,
+                actor=actor,
+                move=move,
+                detail={"reason": reason},
             )
         except StaleTransition:
             continue

@@ -101,19 +101,29 @@ def create_or_replay(
     if existing is not None:
         return _replayed(existing, request_hash), False
     revision = templates.resolve(
-        conn, tenant, request.template_name, request.channel.value, recipient.locale,
+        conn,
+        tenant,
+        request.template_name,
+        request.channel.value,
+        recipient.locale,
         request.template_revision,
     )
     policy = policies.current(conn, tenant, now)
     ledger.store_destination(
-        conn, tenant, reference, recipient.channel.value, vault.encrypt(recipient.destination),
+        conn,
+        tenant,
+        reference,
+        recipient.channel.value,
+        vault.encrypt(recipient.destination),
         recipient.country,
     )
     row = _row(tenant, request, reference, request_hash, now, actor)
     row.update(
         template_revision=revision.revision,
         policy_version=policy.version,
-        resend_budget=policy.resend_budget if request.resend_budget is None else request.resend_budget,
+        resend_budget=policy.resend_budget
+        if request.resend_budget is None
+        else request.resend_budget,
     )
     created = ledger.create_intent(conn, row)
     if created is not None:
@@ -133,7 +143,12 @@ def _replayed(existing: Intent, request_hash: str) -> Intent:
 
 
 def _row(
-    tenant: str, request: IntentRequest, reference: str, request_hash: str, now: datetime, actor: str
+    tenant: str,
+    request: IntentRequest,
+    reference: str,
+    request_hash: str,
+    now: datetime,
+    actor: str,
 ) -> dict[str, Any]:
     due = max(now, request.not_before) if request.not_before else now
     return {
@@ -188,7 +203,9 @@ def _template(value: object) -> tuple[str, int | None]:
         return _word("template", value), None
     data = _mapping("template", value)
     revision = data.get("revision")
-    if revision is not None and (not isinstance(revision, int) or isinstance(revision, bool) or revision < 1):
+    if revision is not None and (
+        not isinstance(revision, int) or isinstance(revision, bool) or revision < 1
+    ):
         raise InvalidInput("template.revision", "must be a positive integer")
     return _word("template.name", data.get("name")), revision
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from tidings import ManualClock, Tidings
 from tests.conftest import TEST_SECRET
+from tidings import ManualClock, Tidings
 
 
 def make_tidings(db_url: str, clock: ManualClock) -> Tidings:

@@ -24,8 +24,12 @@ def worker(t: Tidings, core: SimulatorCore, **config: Any) -> Worker:
 
 
 def publish_offer_template(t: Tidings) -> None:
-    t.publish_template("waitlist_offer", channel="sms", body=OFFER_BODY,
-                       required_variables=["class_name", "deadline"])
+    t.publish_template(
+        "waitlist_offer",
+        channel="sms",
+        body=OFFER_BODY,
+        required_variables=["class_name", "deadline"],
+    )
 
 
 def offer(t: Tidings, n: int = 1, **overrides: Any) -> Any:

@@ -29,7 +29,9 @@ def test_a_due_intent_is_sent_once_and_accepted(tidings: Tidings, clock: ManualC
     assert entry["outcome"] == "accepted"
 
 
-def test_poll_reaches_delivered_and_emits_the_event(tidings: Tidings, clock: ManualClock, db_url: str) -> None:
+def test_poll_reaches_delivered_and_emits_the_event(
+    tidings: Tidings, clock: ManualClock, db_url: str
+) -> None:
     publish_offer_template(tidings)
     core = simulator(clock, receipt_delay_ms=1000)
     w = worker(tidings, core)
@@ -71,7 +73,9 @@ def test_kill_switch_lets_reconciliation_continue(tidings: Tidings, clock: Manua
     assert tidings.get(intent.id).state is IntentState.DELIVERED
 
 
-def test_shadow_mode_records_the_decision_and_sends_nothing(tidings: Tidings, clock: ManualClock) -> None:
+def test_shadow_mode_records_the_decision_and_sends_nothing(
+    tidings: Tidings, clock: ManualClock
+) -> None:
     publish_offer_template(tidings)
     core = simulator(clock)
     w = worker(tidings, core)
@@ -85,7 +89,9 @@ def test_shadow_mode_records_the_decision_and_sends_nothing(tidings: Tidings, cl
     assert sends(core) == []
 
 
-def test_429_defers_by_retry_after_without_spending_the_budget(tidings: Tidings, clock: ManualClock) -> None:
+def test_429_defers_by_retry_after_without_spending_the_budget(
+    tidings: Tidings, clock: ManualClock
+) -> None:
     publish_offer_template(tidings)
     core = simulator(clock, rate_429=1.0, retry_after_seconds=7)
     w = worker(tidings, core)
@@ -106,7 +112,9 @@ def test_429_defers_by_retry_after_without_spending_the_budget(tidings: Tidings,
     assert outcomes == {"rate_limited": 1, "accepted": 1}
 
 
-def test_a_timeout_after_accept_is_reconciled_not_resent(tidings: Tidings, clock: ManualClock) -> None:
+def test_a_timeout_after_accept_is_reconciled_not_resent(
+    tidings: Tidings, clock: ManualClock
+) -> None:
     publish_offer_template(tidings)
     core = simulator(clock, rate_timeout=1.0)
     w = worker(tidings, core)
@@ -140,22 +148,26 @@ def test_a_crash_before_the_call_is_proven_and_retried_under_a_new_key(
     got = tidings.get(intent.id)
     assert got.state is IntentState.ACCEPTED
     assert [(a.n, a.state, a.code) for a in got.attempts] == [
-        (1, "failed", "NOT_RECEIVED"), (2, "accepted", None)]
+        (1, "failed", "NOT_RECEIVED"),
+        (2, "accepted", None),
+    ]
     assert claimed.attempt_key == "waitlist:771:1801:offer:1:attempt:1"
     assert [e["idempotency_key"] for e in sends(core)] == ["waitlist:771:1801:offer:1:attempt:2"]
 
 
-def test_a_cancel_during_the_call_wins_and_the_facts_are_kept(tidings: Tidings, clock: ManualClock) -> None:
+def test_a_cancel_during_the_call_wins_and_the_facts_are_kept(
+    tidings: Tidings, clock: ManualClock
+) -> None:
     """Seed 000's awkward ordering, in full."""
     publish_offer_template(tidings)
     core = simulator(clock, receipt_delay_ms=1000)
     w = worker(tidings, core)
     intent = offer(tidings)
-    [claimed] = w.claim("sms", 10)                      # worker A claims
-    tidings.cancel(intent.id, reason="member_left")     # the member cancels
-    assert w.send_and_record(claimed) == "stale"        # the provider accepts the earlier request
+    [claimed] = w.claim("sms", 10)  # worker A claims
+    tidings.cancel(intent.id, reason="member_left")  # the member cancels
+    assert w.send_and_record(claimed) == "stale"  # the provider accepts the earlier request
     clock.advance(10)
-    w.reconcile_once()                                  # delivered arrives later
+    w.reconcile_once()  # delivered arrives later
     got = tidings.get(intent.id)
     assert got.state is IntentState.CANCELED
     [attempt] = got.attempts

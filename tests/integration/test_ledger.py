@@ -32,7 +32,11 @@ def offer(clock: ManualClock, **overrides: Any) -> dict[str, Any]:
     request: dict[str, Any] = {
         "idempotency_key": "waitlist:771:1842:offer:1",
         "channel": "sms",
-        "recipient": {"ref": "member-1842", "phone": "+14155550123", "timezone": "America/New_York"},
+        "recipient": {
+            "ref": "member-1842",
+            "phone": "+14155550123",
+            "timezone": "America/New_York",
+        },
         "template": "waitlist_offer",
         "variables": {"class_name": "Spin 7am"},
         "purpose": "transactional",
@@ -57,7 +61,9 @@ def test_notify_creates_a_pending_intent_with_its_ledger_timestamps(
     assert intent.state is IntentState.PENDING
     assert intent.version == 1
     assert intent.created_at == clock.now()
-    assert intent.accepted_at is None and intent.last_status_at is None and intent.terminal_at is None
+    assert (
+        intent.accepted_at is None and intent.last_status_at is None and intent.terminal_at is None
+    )
     assert intent.country == "US"
     assert tidings.get(intent.id).idempotency_key == "waitlist:771:1842:offer:1"
 
@@ -69,7 +75,9 @@ def test_same_key_and_body_returns_the_first_intent(tidings: Tidings, clock: Man
     assert again.id == first.id and again.version == first.version
 
 
-def test_same_key_with_another_body_is_a_conflict(tidings: Tidings, clock: ManualClock, db_url: str) -> None:
+def test_same_key_with_another_body_is_a_conflict(
+    tidings: Tidings, clock: ManualClock, db_url: str
+) -> None:
     tidings.notify(**offer(clock))
     with pytest.raises(IdempotencyConflict):
         tidings.notify(**offer(clock, variables={"class_name": "Yoga"}))
@@ -85,10 +93,15 @@ def test_same_key_with_another_body_is_a_conflict(tidings: Tidings, clock: Manua
         ({"idempotency_key": ""}, "idempotency_key"),
         ({"idempotency_key": None}, "idempotency_key"),
         ({"recipient": {"ref": "m", "email": "x@example.com"}}, "recipient.phone"),
-        ({"channel": "email", "recipient": {"ref": "m", "email": "not-an-address"}}, "recipient.email"),
+        (
+            {"channel": "email", "recipient": {"ref": "m", "email": "not-an-address"}},
+            "recipient.email",
+        ),
         ({"recipient": {"phone": "+14155550123"}}, "recipient.ref"),
-        ({"recipient": {"ref": "m", "phone": "+14155550123", "timezone": "Mars/Olympus"}},
-         "recipient.timezone"),
+        (
+            {"recipient": {"ref": "m", "phone": "+14155550123", "timezone": "Mars/Olympus"}},
+            "recipient.timezone",
+        ),
         ({"purpose": ""}, "purpose"),
         ({"template": {"name": "x", "revision": 0}}, "template.revision"),
         ({"variables": {"x": object()}}, "variables"),
@@ -109,7 +122,9 @@ def test_an_expiry_in_the_past_is_refused(tidings: Tidings, clock: ManualClock) 
         tidings.notify(**offer(clock, expires_at=clock.now() - timedelta(seconds=1)))
 
 
-def test_notify_joins_the_callers_transaction(tidings: Tidings, clock: ManualClock, db_url: str) -> None:
+def test_notify_joins_the_callers_transaction(
+    tidings: Tidings, clock: ManualClock, db_url: str
+) -> None:
     with psycopg.connect(db_url) as conn:
         conn.execute("CREATE TABLE waitlist (member text)")
         conn.commit()
@@ -150,7 +165,9 @@ def test_eight_threads_creating_the_same_intent_make_one(
     assert count(db_url, "transitions") == 1
 
 
-def test_destination_is_stored_once_encrypted(tidings: Tidings, clock: ManualClock, db_url: str) -> None:
+def test_destination_is_stored_once_encrypted(
+    tidings: Tidings, clock: ManualClock, db_url: str
+) -> None:
     tidings.notify(**offer(clock))
     tidings.notify(**offer(clock, idempotency_key="waitlist:771:1842:offer:2"))
     with psycopg.connect(db_url) as conn:
@@ -163,7 +180,9 @@ def test_destination_is_stored_once_encrypted(tidings: Tidings, clock: ManualClo
     assert tidings.vault.decrypt(rows[0][0]) == "+14155550123"
 
 
-def test_cancel_records_reason_event_and_audit(tidings: Tidings, clock: ManualClock, db_url: str) -> None:
+def test_cancel_records_reason_event_and_audit(
+    tidings: Tidings, clock: ManualClock, db_url: str
+) -> None:
     intent = tidings.notify(**offer(clock))
     clock.advance(60)
     canceled = tidings.cancel(intent.id, reason="member_left")
@@ -209,7 +228,9 @@ def claim(conn: psycopg.Connection[Any], tidings: Tidings, intent: Any) -> Any:
         lease_expires_at=tidings.clock.now() + timedelta(seconds=30),
         attempts_added=1,
     )
-    return ledger.transition(conn, intent, Event.CLAIM, now=tidings.clock.now(), actor="worker:a", move=move)
+    return ledger.transition(
+        conn, intent, Event.CLAIM, now=tidings.clock.now(), actor="worker:a", move=move
+    )
 
 
 def test_cancel_committed_first_makes_the_claim_stale(tidings: Tidings, clock: ManualClock) -> None:
@@ -234,7 +255,10 @@ def test_cancel_waiting_on_an_uncommitted_claim_cancels_after_it(
         done = threading.Event()
         result: list[Any] = []
         canceller = threading.Thread(
-            target=lambda: (result.append(tidings.cancel(created.id, reason="member_left")), done.set())
+            target=lambda: (
+                result.append(tidings.cancel(created.id, reason="member_left")),
+                done.set(),
+            )
         )
         canceller.start()
         _wait_until_blocked(db_url)
@@ -243,7 +267,9 @@ def test_cancel_waiting_on_an_uncommitted_claim_cancels_after_it(
         canceller.join(10)
         # The worker still holds version 2: its next move must find nothing.
         with pytest.raises(StaleTransition):
-            ledger.transition(worker, claimed, Event.PROVIDER_ACCEPTED, now=clock.now(), actor="worker:a")
+            ledger.transition(
+                worker, claimed, Event.PROVIDER_ACCEPTED, now=clock.now(), actor="worker:a"
+            )
         worker.rollback()
     assert result[0].state is IntentState.CANCELED and result[0].version == 3
     assert [e.to_state for e in tidings.timeline(created.id)] == ["pending", "sending", "canceled"]
@@ -268,12 +294,16 @@ def test_the_table_refuses_moves_it_does_not_list(tidings: Tidings, clock: Manua
         ledger.transition(conn, intent, Event.DELIVERED, now=clock.now(), actor="test")
 
 
-def test_a_lease_is_held_only_while_sending(tidings: Tidings, clock: ManualClock, db_url: str) -> None:
+def test_a_lease_is_held_only_while_sending(
+    tidings: Tidings, clock: ManualClock, db_url: str
+) -> None:
     intent = tidings.notify(**offer(clock))
     with tidings.db.transaction() as conn:
         sending = claim(conn, tidings, intent)
         assert sending.lease_owner == "worker-a" and sending.next_due_at is None
-        accepted = ledger.transition(conn, sending, Event.PROVIDER_ACCEPTED, now=clock.now(), actor="w")
+        accepted = ledger.transition(
+            conn, sending, Event.PROVIDER_ACCEPTED, now=clock.now(), actor="w"
+        )
     assert accepted.lease_owner is None and accepted.lease_expires_at is None
     assert accepted.accepted_at == clock.now()
     with psycopg.connect(db_url) as conn, pytest.raises(psycopg.errors.CheckViolation):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 from typing import Any
 
@@ -55,7 +56,9 @@ def build_machine(t: Tidings, clock: ManualClock) -> type[RuleBasedStateMachine]
             move = ledger.Move(lease_owner="w", lease_expires_at=lease, next_due_at=clock.now())
             with t.db.transaction() as conn:
                 try:
-                    moved = ledger.transition(conn, seen, event, now=clock.now(), actor="m", move=move)
+                    moved = ledger.transition(
+                        conn, seen, event, now=clock.now(), actor="m", move=move
+                    )
                 except InvalidTransition:
                     assert not allowed(seen.state, event)
                     return
@@ -78,11 +81,14 @@ def build_machine(t: Tidings, clock: ManualClock) -> type[RuleBasedStateMachine]
                         (t.tenant, intent_id),
                     ).fetchall()
                     assert [r["version"] for r in audit] == list(range(1, intent.version + 1))
-                    for before, after in zip(audit, audit[1:], strict=False):
+                    for before, after in itertools.pairwise(audit):
                         assert after["from_state"] == before["to_state"]
                     assert audit[-1]["to_state"] == intent.state.value
-                    first_terminal = self.terminal_seen.setdefault(intent_id, intent.state) \
-                        if intent.state in TERMINAL_INTENT else None
+                    first_terminal = (
+                        self.terminal_seen.setdefault(intent_id, intent.state)
+                        if intent.state in TERMINAL_INTENT
+                        else None
+                    )
                     if first_terminal is not None:
                         assert intent.state is first_terminal
 
@@ -105,5 +111,3 @@ def test_ledger_state_machine(db_url: str) -> None:
         machine.TestCase().runTest()
     finally:
         t.close()
-
-

@@ -14,11 +14,11 @@ from typing import Any
 
 import psycopg
 
+from tidings.dispatch.gate import GateResult, RecipientFacts, Verdict, bare_facts, decide
 from tidings.domain.intent import Intent
 from tidings.domain.keys import attempt_key
 from tidings.domain.policy import Policy
 from tidings.domain.transitions import Event
-from tidings.dispatch.gate import GateResult, RecipientFacts, Verdict, bare_facts, decide
 from tidings.store import ledger
 from tidings.store.database import execute, fetch_all
 
@@ -70,22 +70,30 @@ def _apply(
     if decision.detail:
         detail["detail"] = decision.detail
     actor = f"worker:{request.owner}"
-    base = {"decision_code": decision.code, "policy_version": decision.policy_version}
+    code, version = decision.code, decision.policy_version
     if result.verdict is Verdict.SEND:
         return _start_attempt(conn, intent, result, request, now, actor, detail)
     if result.verdict is Verdict.DEFER:
-        move = ledger.Move(next_due_at=decision.not_before, **base)
+        move = ledger.Move(
+            next_due_at=decision.not_before, decision_code=code, policy_version=version
+        )
         ledger.transition(conn, intent, Event.DEFER, now=now, actor=actor, move=move, detail=detail)
     elif result.verdict is Verdict.EXPIRE:
-        move = ledger.Move(**base)
-        ledger.transition(conn, intent, Event.DEADLINE_PASSED, now=now, actor=actor, move=move, detail=detail)
+        move = ledger.Move(decision_code=code, policy_version=version)
+        ledger.transition(
+            conn, intent, Event.DEADLINE_PASSED, now=now, actor=actor, move=move, detail=detail
+        )
     elif result.verdict is Verdict.SUPPRESS:
-        move = ledger.Move(**base)
-        ledger.transition(conn, intent, Event.POLICY_DENIED, now=now, actor=actor, move=move, detail=detail)
+        move = ledger.Move(decision_code=code, policy_version=version)
+        ledger.transition(
+            conn, intent, Event.POLICY_DENIED, now=now, actor=actor, move=move, detail=detail
+        )
     else:  # shadow: record what would have happened, never call a provider
         detail["would"] = "send" if decision.allowed else decision.code
         move = ledger.Move(decision_code=SHADOW_CODE, policy_version=decision.policy_version)
-        ledger.transition(conn, intent, Event.POLICY_DENIED, now=now, actor=actor, move=move, detail=detail)
+        ledger.transition(
+            conn, intent, Event.POLICY_DENIED, now=now, actor=actor, move=move, detail=detail
+        )
     return None
 
 
@@ -108,14 +116,22 @@ def _start_attempt(
         policy_version=result.decision.policy_version,
     )
     detail = {**detail, "attempt": n}
-    moved = ledger.transition(conn, intent, Event.CLAIM, now=now, actor=actor, move=move, detail=detail)
+    moved = ledger.transition(
+        conn, intent, Event.CLAIM, now=now, actor=actor, move=move, detail=detail
+    )
     execute(
         conn,
         "open_attempt",
         {
-            "tenant_id": intent.tenant_id, "intent_id": intent.id, "n": n, "attempt_key": key,
-            "channel": intent.channel, "provider": request.provider, "segments": None,
-            "encoding": None, "now": now,
+            "tenant_id": intent.tenant_id,
+            "intent_id": intent.id,
+            "n": n,
+            "attempt_key": key,
+            "channel": intent.channel,
+            "provider": request.provider,
+            "segments": None,
+            "encoding": None,
+            "now": now,
         },
     )
     return Claimed(moved, n, key, request.provider, result.policy)

@@ -12,9 +12,9 @@ from typing import Any
 
 import psycopg
 
+from tidings.dispatch.claim import Claimed
 from tidings.domain.intent import Intent
 from tidings.domain.segments import count_segments
-from tidings.dispatch.claim import Claimed
 from tidings.providers.base import OutboundMessage
 from tidings.store import ledger, templates
 from tidings.templates.model import TemplateError, TemplateRevision
@@ -74,8 +74,10 @@ def prepare(
         subject=rendered.subject,
         provider_template_id=revision.provider_template_ids.get(claimed.provider),
         metadata={
-            "tenant_id": intent.tenant_id, "intent_id": str(intent.id),
-            "attempt_key": claimed.attempt_key, "correlation_id": intent.correlation_id or "",
+            "tenant_id": intent.tenant_id,
+            "intent_id": str(intent.id),
+            "attempt_key": claimed.attempt_key,
+            "correlation_id": intent.correlation_id or "",
         },
         validity_seconds=None,
     )

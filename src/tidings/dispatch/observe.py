@@ -37,13 +37,16 @@ def find_attempt(conn: Conn, obs: Observation) -> Attempt | None:
         row = fetch_one(conn, "attempt_by_key_any_tenant", {"attempt_key": obs.attempt_key})
     if row is None and obs.provider_message_id:
         row = fetch_one(
-            conn, "attempt_by_provider_id",
+            conn,
+            "attempt_by_provider_id",
             {"provider": obs.provider, "provider_message_id": obs.provider_message_id},
         )
     return Attempt.from_row(row) if row else None
 
 
-def apply_observation(conn: Conn, obs: Observation, source: str, now: datetime, tenant_hint: str | None = None) -> str:
+def apply_observation(
+    conn: Conn, obs: Observation, source: str, now: datetime, tenant_hint: str | None = None
+) -> str:
     """Store and apply one observation; returns its effect for the record."""
     attempt = find_attempt(conn, obs)
     # Unmatched observations are kept too (tenant unknown yet: ''), and
@@ -59,25 +62,41 @@ def apply_observation(conn: Conn, obs: Observation, source: str, now: datetime, 
 
 def rematch(conn: Conn, provider: str, provider_message_id: str, now: datetime) -> int:
     """Apply observations that arrived before the attempt knew this provider id."""
-    rows = fetch_all(conn, "unmatched_for", {"provider": provider, "provider_message_id": provider_message_id})
+    rows = fetch_all(
+        conn, "unmatched_for", {"provider": provider, "provider_message_id": provider_message_id}
+    )
     for row in rows:
         obs = _from_row(row)
         attempt = find_attempt(conn, obs)
         if attempt is None:
             continue
         effect = _apply(conn, attempt, obs, now)
-        execute(conn, "observation_matched", {
-            "tenant_id": attempt.tenant_id, "intent_id": attempt.intent_id, "attempt_n": attempt.n,
-            "effect": effect, "old_tenant_id": row["tenant_id"], "id": row["id"],
-        })
+        execute(
+            conn,
+            "observation_matched",
+            {
+                "tenant_id": attempt.tenant_id,
+                "intent_id": attempt.intent_id,
+                "attempt_n": attempt.n,
+                "effect": effect,
+                "old_tenant_id": row["tenant_id"],
+                "id": row["id"],
+            },
+        )
     return len(rows)
 
 
 def _from_row(row: dict[str, Any]) -> Observation:
     return Observation(
-        provider=row["provider"], provider_message_id=row["provider_message_id"], attempt_key=None,
-        status=ObservedStatus(row["status"]), code=row["code"], raw_status=row["raw_status"] or "",
-        occurred_at=row["occurred_at"], dedupe_key=row["dedupe_key"], raw=row["raw"],
+        provider=row["provider"],
+        provider_message_id=row["provider_message_id"],
+        attempt_key=None,
+        status=ObservedStatus(row["status"]),
+        code=row["code"],
+        raw_status=row["raw_status"] or "",
+        occurred_at=row["occurred_at"],
+        dedupe_key=row["dedupe_key"],
+        raw=row["raw"],
     )
 
 
@@ -87,7 +106,9 @@ def _apply(conn: Conn, attempt: Attempt, obs: Observation, now: datetime) -> str
         return "no_change"
     _advance_attempt(conn, attempt, target, obs, now)
     at = obs.occurred_at or now
-    execute(conn, "touch_status", {"tenant_id": attempt.tenant_id, "id": attempt.intent_id, "at": at})
+    execute(
+        conn, "touch_status", {"tenant_id": attempt.tenant_id, "id": attempt.intent_id, "at": at}
+    )
     intent = ledger.get_intent(conn, attempt.tenant_id, attempt.intent_id)
     assert intent is not None
     event = _intent_event(conn, intent, attempt, target)
@@ -95,28 +116,58 @@ def _apply(conn: Conn, attempt: Attempt, obs: Observation, now: datetime) -> str
         return "attempt_only"
     try:
         move = ledger.Move(next_due_at=now, decision_code=obs.code)
-        ledger.transition(conn, intent, event, now=now, actor=f"provider:{obs.provider}", move=move,
-                          detail={"attempt": attempt.n, "status": obs.status.value, "code": obs.code})
+        ledger.transition(
+            conn,
+            intent,
+            event,
+            now=now,
+            actor=f"provider:{obs.provider}",
+            move=move,
+            detail={"attempt": attempt.n, "status": obs.status.value, "code": obs.code},
+        )
     except StaleTransition:
         return "attempt_only"
     return f"intent_{event.value}"
 
 
-def _advance_attempt(conn: Conn, attempt: Attempt, target: AttemptState, obs: Observation, now: datetime) -> None:
-    params = {"tenant_id": attempt.tenant_id, "intent_id": attempt.intent_id, "n": attempt.n, "now": now}
+def _advance_attempt(
+    conn: Conn, attempt: Attempt, target: AttemptState, obs: Observation, now: datetime
+) -> None:
+    params = {
+        "tenant_id": attempt.tenant_id,
+        "intent_id": attempt.intent_id,
+        "n": attempt.n,
+        "now": now,
+    }
     if target is AttemptState.ACCEPTED:
-        fetch_one(conn, "attempt_accepted", {
-            **params, "provider_message_id": obs.provider_message_id or attempt.provider_message_id,
-            "next_check_at": attempt.next_check_at or now, "checks_expire_at": attempt.checks_expire_at,
-        })
+        fetch_one(
+            conn,
+            "attempt_accepted",
+            {
+                **params,
+                "provider_message_id": obs.provider_message_id or attempt.provider_message_id,
+                "next_check_at": attempt.next_check_at or now,
+                "checks_expire_at": attempt.checks_expire_at,
+            },
+        )
         return
-    fetch_one(conn, "attempt_settled", {
-        **params, "state": target.value, "code": obs.code, "next_check_at": None,
-        "checks_expire_at": None, "from_states": ["sending", "unknown", "accepted"],
-    })
+    fetch_one(
+        conn,
+        "attempt_settled",
+        {
+            **params,
+            "state": target.value,
+            "code": obs.code,
+            "next_check_at": None,
+            "checks_expire_at": None,
+            "from_states": ["sending", "unknown", "accepted"],
+        },
+    )
 
 
-def _intent_event(conn: Conn, intent: Intent, attempt: Attempt, target: AttemptState) -> Event | None:
+def _intent_event(
+    conn: Conn, intent: Intent, attempt: Attempt, target: AttemptState
+) -> Event | None:
     if target is AttemptState.DELIVERED:
         return Event.DELIVERED  # any attempt's delivery settles the business outcome
     if attempt.n != intent.attempt_count:
@@ -125,12 +176,15 @@ def _intent_event(conn: Conn, intent: Intent, attempt: Attempt, target: AttemptS
         return Event.PROVIDER_ACCEPTED if intent.state is IntentState.RECONCILING else None
     if target is AttemptState.FAILED:
         return Event.DELIVERY_FAILED
-    reached = fetch_one(conn, "attempts_reached_provider",
-                        {"tenant_id": intent.tenant_id, "intent_id": intent.id})
+    reached = fetch_one(
+        conn, "attempts_reached_provider", {"tenant_id": intent.tenant_id, "intent_id": intent.id}
+    )
     return on_undelivered(intent.resend_budget, int(reached["n"]) if reached else 1)
 
 
-def _row(obs: Observation, attempt: Attempt | None, tenant: str, source: str, now: datetime) -> dict[str, Any]:
+def _row(
+    obs: Observation, attempt: Attempt | None, tenant: str, source: str, now: datetime
+) -> dict[str, Any]:
     return {
         "tenant_id": tenant,
         "provider": obs.provider,

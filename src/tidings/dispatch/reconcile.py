@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 
+from tidings.dispatch.gate import frozen_policy
+from tidings.dispatch.observe import apply_observation
 from tidings.domain.errors import StaleTransition
 from tidings.domain.intent import Attempt, Intent
 from tidings.domain.schedules import next_check_at
 from tidings.domain.states import AttemptState, IntentState
 from tidings.domain.transitions import Event, allowed
-from tidings.dispatch.gate import frozen_policy
-from tidings.dispatch.observe import apply_observation
 from tidings.providers.base import Observation, ProviderAdapter, ProviderError
 from tidings.store import ledger
 from tidings.store.database import Database, execute, fetch_all, fetch_one
@@ -46,24 +47,46 @@ def recover_leases(conn: Conn, now: datetime, limit: int = 100) -> int:
     rows = fetch_all(conn, "expired_leases", {"now": now, "limit": limit})
     for row in rows:
         intent = Intent.from_row(row)
-        fetch_one(conn, "attempt_settled", {
-            "tenant_id": intent.tenant_id, "intent_id": intent.id, "n": intent.attempt_count,
-            "state": "unknown", "code": "LEASE_EXPIRED", "now": now, "next_check_at": now,
-            "checks_expire_at": now + timedelta(days=1), "from_states": ["sending"],
-        })
-        ledger.transition(conn, intent, Event.OUTCOME_UNKNOWN, now=now, actor="system:sweeper",
-                          move=ledger.Move(decision_code="LEASE_EXPIRED"),
-                          detail={"lease_owner": intent.lease_owner, "attempt": intent.attempt_count})
+        fetch_one(
+            conn,
+            "attempt_settled",
+            {
+                "tenant_id": intent.tenant_id,
+                "intent_id": intent.id,
+                "n": intent.attempt_count,
+                "state": "unknown",
+                "code": "LEASE_EXPIRED",
+                "now": now,
+                "next_check_at": now,
+                "checks_expire_at": now + timedelta(days=1),
+                "from_states": ["sending"],
+            },
+        )
+        ledger.transition(
+            conn,
+            intent,
+            Event.OUTCOME_UNKNOWN,
+            now=now,
+            actor="system:sweeper",
+            move=ledger.Move(decision_code="LEASE_EXPIRED"),
+            detail={"lease_owner": intent.lease_owner, "attempt": intent.attempt_count},
+        )
     return len(rows)
 
 
 def lease_checks(conn: Conn, now: datetime, limit: int) -> list[DueCheck]:
     rows = fetch_all(conn, "due_checks", {"now": now, "limit": limit})
     for row in rows:
-        execute(conn, "attempt_checked", {
-            "tenant_id": row["tenant_id"], "intent_id": row["intent_id"], "n": row["n"],
-            "next_check_at": now + timedelta(seconds=CHECK_LEASE_SECONDS),
-        })
+        execute(
+            conn,
+            "attempt_checked",
+            {
+                "tenant_id": row["tenant_id"],
+                "intent_id": row["intent_id"],
+                "n": row["n"],
+                "next_check_at": now + timedelta(seconds=CHECK_LEASE_SECONDS),
+            },
+        )
     # check_count was bumped above; the schedule below counts from the old value
     return [DueCheck(Attempt.from_row(r), IntentState(r["intent_state"])) for r in rows]
 
@@ -84,7 +107,9 @@ def run_checks(
     return len(due)
 
 
-def check_one(db: Database, adapter: ProviderAdapter, check: DueCheck, now: datetime, rng: random.Random) -> None:
+def check_one(
+    db: Database, adapter: ProviderAdapter, check: DueCheck, now: datetime, rng: random.Random
+) -> None:
     attempt = check.attempt
     try:
         found, looked = _look_up(adapter, attempt)
@@ -94,7 +119,9 @@ def check_one(db: Database, adapter: ProviderAdapter, check: DueCheck, now: date
         return
     with db.transaction() as conn:
         if found is not None:
-            apply_observation(conn, found, "lookup" if attempt.state is AttemptState.UNKNOWN else "poll", now)
+            apply_observation(
+                conn, found, "lookup" if attempt.state is AttemptState.UNKNOWN else "poll", now
+            )
         elif looked and attempt.state is AttemptState.UNKNOWN:
             _not_received(conn, attempt, now)
             return
@@ -112,25 +139,46 @@ def _look_up(adapter: ProviderAdapter, attempt: Attempt) -> tuple[Observation | 
 
 def _not_received(conn: Conn, attempt: Attempt, now: datetime) -> None:
     """The provider has no message under our key: the attempt never went out."""
-    fetch_one(conn, "attempt_settled", {
-        "tenant_id": attempt.tenant_id, "intent_id": attempt.intent_id, "n": attempt.n,
-        "state": "failed", "code": "NOT_RECEIVED", "now": now, "next_check_at": None,
-        "checks_expire_at": None, "from_states": ["unknown"],
-    })
+    fetch_one(
+        conn,
+        "attempt_settled",
+        {
+            "tenant_id": attempt.tenant_id,
+            "intent_id": attempt.intent_id,
+            "n": attempt.n,
+            "state": "failed",
+            "code": "NOT_RECEIVED",
+            "now": now,
+            "next_check_at": None,
+            "checks_expire_at": None,
+            "from_states": ["unknown"],
+        },
+    )
     intent = ledger.get_intent(conn, attempt.tenant_id, attempt.intent_id)
-    if intent is None or intent.attempt_count != attempt.n or not allowed(intent.state, Event.NOT_RECEIVED):
+    if (
+        intent is None
+        or intent.attempt_count != attempt.n
+        or not allowed(intent.state, Event.NOT_RECEIVED)
+    ):
         return
-    try:
-        ledger.transition(conn, intent, Event.NOT_RECEIVED, now=now, actor="system:reconciler",
-                          move=ledger.Move(next_due_at=now, decision_code="NOT_RECEIVED"),
-                          detail={"attempt": attempt.n, "attempt_key": attempt.attempt_key})
-    except StaleTransition:
-        pass
+    with suppress(StaleTransition):
+        ledger.transition(
+            conn,
+            intent,
+            Event.NOT_RECEIVED,
+            now=now,
+            actor="system:reconciler",
+            move=ledger.Move(next_due_at=now, decision_code="NOT_RECEIVED"),
+            detail={"attempt": attempt.n, "attempt_key": attempt.attempt_key},
+        )
 
 
 def _schedule_next(conn: Conn, attempt: Attempt, now: datetime, rng: random.Random) -> None:
-    current = fetch_one(conn, "attempt_by_number",
-                        {"tenant_id": attempt.tenant_id, "intent_id": attempt.intent_id, "n": attempt.n})
+    current = fetch_one(
+        conn,
+        "attempt_by_number",
+        {"tenant_id": attempt.tenant_id, "intent_id": attempt.intent_id, "n": attempt.n},
+    )
     if current is None or current["state"] not in ("accepted", "unknown", "sending"):
         return  # settled by what we just applied
     intent = ledger.get_intent(conn, attempt.tenant_id, attempt.intent_id)
@@ -146,24 +194,46 @@ def _schedule_next(conn: Conn, attempt: Attempt, now: datetime, rng: random.Rand
 
 
 def _reschedule(conn: Conn, attempt: Attempt, at: datetime) -> None:
-    execute(conn, "reschedule_check", {
-        "tenant_id": attempt.tenant_id, "intent_id": attempt.intent_id, "n": attempt.n, "next_check_at": at,
-    })
+    execute(
+        conn,
+        "reschedule_check",
+        {
+            "tenant_id": attempt.tenant_id,
+            "intent_id": attempt.intent_id,
+            "n": attempt.n,
+            "next_check_at": at,
+        },
+    )
 
 
 def _exhausted(conn: Conn, attempt: Attempt, intent: Intent, now: datetime) -> None:
     """The budget ended without terminal evidence: unknown, visibly, never resent."""
-    fetch_one(conn, "attempt_settled", {
-        "tenant_id": attempt.tenant_id, "intent_id": attempt.intent_id, "n": attempt.n,
-        "state": "unknown", "code": "CHECKS_EXHAUSTED", "now": now, "next_check_at": None,
-        "checks_expire_at": None, "from_states": ["accepted", "unknown", "sending"],
-    })
-    if intent.attempt_count != attempt.n or not allowed(intent.state, Event.RECONCILIATION_EXHAUSTED):
+    fetch_one(
+        conn,
+        "attempt_settled",
+        {
+            "tenant_id": attempt.tenant_id,
+            "intent_id": attempt.intent_id,
+            "n": attempt.n,
+            "state": "unknown",
+            "code": "CHECKS_EXHAUSTED",
+            "now": now,
+            "next_check_at": None,
+            "checks_expire_at": None,
+            "from_states": ["accepted", "unknown", "sending"],
+        },
+    )
+    if intent.attempt_count != attempt.n or not allowed(
+        intent.state, Event.RECONCILIATION_EXHAUSTED
+    ):
         return
-    try:
-        ledger.transition(conn, intent, Event.RECONCILIATION_EXHAUSTED, now=now, actor="system:reconciler",
-                          move=ledger.Move(decision_code="CHECKS_EXHAUSTED"), detail={"attempt": attempt.n})
-    except StaleTransition:
-        pass
-
-
+    with suppress(StaleTransition):
+        ledger.transition(
+            conn,
+            intent,
+            Event.RECONCILIATION_EXHAUSTED,
+            now=now,
+            actor="system:reconciler",
+            move=ledger.Move(decision_code="CHECKS_EXHAUSTED"),
+            detail={"attempt": attempt.n},
+        )

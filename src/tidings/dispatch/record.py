@@ -14,11 +14,11 @@ from typing import Any
 
 import psycopg
 
+from tidings.dispatch.claim import Claimed
+from tidings.dispatch.observe import rematch
 from tidings.domain.errors import StaleTransition
 from tidings.domain.schedules import next_check_at, retry_delay
 from tidings.domain.transitions import Event
-from tidings.dispatch.claim import Claimed
-from tidings.dispatch.observe import rematch
 from tidings.providers.base import Accepted, Indeterminate, Rejected, Retryable, SendResult
 from tidings.store import ledger
 from tidings.store.database import execute, fetch_one
@@ -42,24 +42,38 @@ def record_result(
 ) -> str:
     """Store the outcome; returns what happened to the intent ("moved" or "stale")."""
     if segments is not None:
-        execute(conn, "attempt_segments", {**_attempt(claimed), "segments": segments, "encoding": encoding})
+        execute(
+            conn,
+            "attempt_segments",
+            {**_attempt(claimed), "segments": segments, "encoding": encoding},
+        )
     if isinstance(result, Accepted):
         return _accepted(conn, claimed, result, now, rng)
     if isinstance(result, Retryable):
         return _deferred(conn, claimed, result, now, rng)
     if isinstance(result, Rejected):
         _settle(conn, claimed, "failed", result.code.value, now)
-        return _move(conn, claimed, Event.PROVIDER_REJECTED, now, ledger.Move(decision_code=result.code.value),
-                     {"code": result.code.value, "http_status": result.http_status})
+        return _move(
+            conn,
+            claimed,
+            Event.PROVIDER_REJECTED,
+            now,
+            ledger.Move(decision_code=result.code.value),
+            {"code": result.code.value, "http_status": result.http_status},
+        )
     return _indeterminate(conn, claimed, result, now)
 
 
 def record_prepare_failure(conn: Conn, claimed: Claimed, code: str, now: datetime) -> str:
     _settle(conn, claimed, "failed", code, now)
-    return _move(conn, claimed, Event.PREPARE_FAILED, now, ledger.Move(decision_code=code), {"code": code})
+    return _move(
+        conn, claimed, Event.PREPARE_FAILED, now, ledger.Move(decision_code=code), {"code": code}
+    )
 
 
-def _accepted(conn: Conn, claimed: Claimed, result: Accepted, now: datetime, rng: random.Random) -> str:
+def _accepted(
+    conn: Conn, claimed: Claimed, result: Accepted, now: datetime, rng: random.Random
+) -> str:
     schedule = claimed.policy.poll_schedule
     fetch_one(
         conn,
@@ -72,13 +86,21 @@ def _accepted(conn: Conn, claimed: Claimed, result: Accepted, now: datetime, rng
             "checks_expire_at": now + timedelta(seconds=schedule.give_up_after_seconds),
         },
     )
-    moved = _move(conn, claimed, Event.PROVIDER_ACCEPTED, now, ledger.Move(),
-                  {"provider_message_id": result.provider_message_id, "attempt": claimed.n})
+    moved = _move(
+        conn,
+        claimed,
+        Event.PROVIDER_ACCEPTED,
+        now,
+        ledger.Move(),
+        {"provider_message_id": result.provider_message_id, "attempt": claimed.n},
+    )
     rematch(conn, claimed.provider, result.provider_message_id, now)
     return moved
 
 
-def _deferred(conn: Conn, claimed: Claimed, result: Retryable, now: datetime, rng: random.Random) -> str:
+def _deferred(
+    conn: Conn, claimed: Claimed, result: Retryable, now: datetime, rng: random.Random
+) -> str:
     _settle(conn, claimed, "failed", result.code.value, now)
     intent = claimed.intent
     remaining = (intent.expires_at - now).total_seconds() if intent.expires_at else None
@@ -86,16 +108,33 @@ def _deferred(conn: Conn, claimed: Claimed, result: Retryable, now: datetime, rn
     if delay is None:  # no useful validity left: the deadline sweep expires it
         delay = remaining or 0.0
     move = ledger.Move(next_due_at=now + timedelta(seconds=delay), decision_code=result.code.value)
-    detail = {"code": result.code.value, "retry_after": result.retry_after_seconds, "delay": round(delay, 3)}
+    detail = {
+        "code": result.code.value,
+        "retry_after": result.retry_after_seconds,
+        "delay": round(delay, 3),
+    }
     return _move(conn, claimed, Event.PROVIDER_DEFERRED, now, move, detail)
 
 
 def _indeterminate(conn: Conn, claimed: Claimed, result: Indeterminate, now: datetime) -> str:
     check_at = now + timedelta(seconds=RECONCILE_GRACE_SECONDS)
-    _settle(conn, claimed, "unknown", result.code.value, now, next_check=check_at,
-            expire=now + timedelta(seconds=claimed.policy.poll_schedule.give_up_after_seconds))
-    return _move(conn, claimed, Event.OUTCOME_UNKNOWN, now, ledger.Move(decision_code=result.code.value),
-                 {"code": result.code.value, "http_status": result.http_status})
+    _settle(
+        conn,
+        claimed,
+        "unknown",
+        result.code.value,
+        now,
+        next_check=check_at,
+        expire=now + timedelta(seconds=claimed.policy.poll_schedule.give_up_after_seconds),
+    )
+    return _move(
+        conn,
+        claimed,
+        Event.OUTCOME_UNKNOWN,
+        now,
+        ledger.Move(decision_code=result.code.value),
+        {"code": result.code.value, "http_status": result.http_status},
+    )
 
 
 def _settle(
@@ -112,18 +151,35 @@ def _settle(
         conn,
         "attempt_settled",
         {
-            **_attempt(claimed), "state": state, "code": code, "now": now,
-            "next_check_at": next_check, "checks_expire_at": expire,
+            **_attempt(claimed),
+            "state": state,
+            "code": code,
+            "now": now,
+            "next_check_at": next_check,
+            "checks_expire_at": expire,
             "from_states": ["sending", "unknown"],
         },
     )
 
 
-def _move(conn: Conn, claimed: Claimed, event: Event, now: datetime, move: ledger.Move,
-          detail: dict[str, Any]) -> str:
+def _move(
+    conn: Conn,
+    claimed: Claimed,
+    event: Event,
+    now: datetime,
+    move: ledger.Move,
+    detail: dict[str, Any],
+) -> str:
     try:
-        ledger.transition(conn, claimed.intent, event, now=now, actor=f"worker:{claimed.intent.lease_owner}",
-                          move=move, detail=detail)
+        ledger.transition(
+            conn,
+            claimed.intent,
+            event,
+            now=now,
+            actor=f"worker:{claimed.intent.lease_owner}",
+            move=move,
+            detail=detail,
+        )
     except StaleTransition:
         return "stale"
     return "moved"

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from tidings.dispatch import faults
-from tidings.dispatch.claim import ClaimRequest, Claimed, claim_batch
+from tidings.dispatch.claim import Claimed, ClaimRequest, claim_batch
 from tidings.dispatch.gate import RecipientFacts, bare_facts
 from tidings.dispatch.message import Minter, PrepareError, TemplateCache, prepare
 from tidings.dispatch.reconcile import run_checks
@@ -85,8 +85,9 @@ class Worker:
         return done
 
     def claim(self, channel: str, limit: int) -> list[Claimed]:
-        request = ClaimRequest(channel, limit, self.owner, self.config.lease_seconds,
-                               self.adapters[channel].name)
+        request = ClaimRequest(
+            channel, limit, self.owner, self.config.lease_seconds, self.adapters[channel].name
+        )
         with self.t.db.transaction() as conn:
             claimed = claim_batch(conn, request, self.t.clock.now(), self.facts)
         faults.point("after_claim")
@@ -105,7 +106,9 @@ class Worker:
     def _send_and_record(self, adapter: ProviderAdapter, claimed: Claimed) -> str:
         try:
             with self.t.db.transaction() as conn:
-                message, segments, encoding = prepare(conn, claimed, self.t.vault, self.templates, self.minters)
+                message, segments, encoding = prepare(
+                    conn, claimed, self.t.vault, self.templates, self.minters
+                )
         except PrepareError as error:
             with self.t.db.transaction() as conn:
                 return record_prepare_failure(conn, claimed, error.code, self.t.clock.now())
@@ -114,8 +117,15 @@ class Worker:
         del message  # the rendered body and destination go no further
         faults.point("after_send_before_record")
         with self.t.db.transaction() as conn:
-            outcome = record_result(conn, claimed, result, self.t.clock.now(), self.rng,
-                                    segments=segments, encoding=encoding)
+            outcome = record_result(
+                conn,
+                claimed,
+                result,
+                self.t.clock.now(),
+                self.rng,
+                segments=segments,
+                encoding=encoding,
+            )
         faults.point("after_record")
         return outcome
 
@@ -131,18 +141,32 @@ class Worker:
         if not ids:
             return 0
         with self.t.db.transaction() as conn:
-            return execute(conn, "heartbeat", {
-                "owner": self.owner, "ids": ids,
-                "lease_expires_at": self.t.clock.now() + timedelta(seconds=self.config.lease_seconds),
-            })
+            return execute(
+                conn,
+                "heartbeat",
+                {
+                    "owner": self.owner,
+                    "ids": ids,
+                    "lease_expires_at": self.t.clock.now()
+                    + timedelta(seconds=self.config.lease_seconds),
+                },
+            )
 
     # --- the long-running loop -------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        threads = [threading.Thread(target=self._channel_loop, args=(c, stop), name=f"dispatch-{c}", daemon=True)
-                   for c in self.adapters]
-        threads.append(threading.Thread(target=self._listen, args=(stop,), name="listen", daemon=True))
-        threads.append(threading.Thread(target=self._maintain, args=(stop,), name="maintain", daemon=True))
+        threads = [
+            threading.Thread(
+                target=self._channel_loop, args=(c, stop), name=f"dispatch-{c}", daemon=True
+            )
+            for c in self.adapters
+        ]
+        threads.append(
+            threading.Thread(target=self._listen, args=(stop,), name="listen", daemon=True)
+        )
+        threads.append(
+            threading.Thread(target=self._maintain, args=(stop,), name="maintain", daemon=True)
+        )
         for thread in threads:
             thread.start()
         stop.wait()

@@ -7,10 +7,10 @@ from typing import Any
 
 import psycopg
 
+from tidings.dispatch.reconcile import recover_leases
 from tidings.domain.errors import StaleTransition
 from tidings.domain.intent import Intent
 from tidings.domain.transitions import Event
-from tidings.dispatch.reconcile import recover_leases
 from tidings.store import ledger
 from tidings.store.database import Database, fetch_all
 
@@ -25,9 +25,15 @@ def expire_deadlines(conn: Conn, now: datetime, limit: int = 500) -> int:
     for row in rows:
         intent = Intent.from_row(row)
         try:
-            ledger.transition(conn, intent, Event.DEADLINE_PASSED, now=now, actor="system:sweeper",
-                              move=ledger.Move(decision_code="DEADLINE_PASSED"),
-                              detail={"expires_at": intent.expires_at.isoformat() if intent.expires_at else None})
+            ledger.transition(
+                conn,
+                intent,
+                Event.DEADLINE_PASSED,
+                now=now,
+                actor="system:sweeper",
+                move=ledger.Move(decision_code="DEADLINE_PASSED"),
+                detail={"expires_at": intent.expires_at.isoformat() if intent.expires_at else None},
+            )
         except StaleTransition:
             continue
     return len(rows)

@@ -34,7 +34,9 @@ class Database:
         self.pool.close()
 
     @contextmanager
-    def transaction(self, conn: psycopg.Connection[Any] | None = None) -> Iterator[psycopg.Connection[Any]]:
+    def transaction(
+        self, conn: psycopg.Connection[Any] | None = None
+    ) -> Iterator[psycopg.Connection[Any]]:
         """A transaction on our pool, or a savepoint inside the caller's."""
         if conn is not None:
             with conn.transaction():

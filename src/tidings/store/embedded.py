@@ -30,7 +30,7 @@ def embedded_url(home: Path) -> str:
         server = _servers.get(pgdata)
         if server is None:
             pgdata.parent.mkdir(parents=True, exist_ok=True)
-            server = pgserver.get_server(pgdata, cleanup_mode="stop")
+            server = pgserver.get_server(pgdata, cleanup_mode="stop")  # type: ignore[attr-defined]
             _servers[pgdata] = server
     return str(server.get_uri())  # type: ignore[attr-defined]
 

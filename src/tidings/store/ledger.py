@@ -74,7 +74,9 @@ def intent_by_key(conn: Conn, tenant_id: str, key: str) -> Intent | None:
     return Intent.from_row(row) if row else None
 
 
-def get_intent(conn: Conn, tenant_id: str, intent_id: UUID, *, with_attempts: bool = False) -> Intent | None:
+def get_intent(
+    conn: Conn, tenant_id: str, intent_id: UUID, *, with_attempts: bool = False
+) -> Intent | None:
     row = fetch_one(conn, "intent_by_id", {"tenant_id": tenant_id, "id": intent_id})
     if row is None:
         return None
@@ -103,7 +105,9 @@ def transition(
     StaleTransition when the row changed since it was read.
     """
     target = next_state(intent.state, event)
-    row = fetch_one(conn, "transition", _transition_params(intent, event, target, now, actor, move, detail))
+    row = fetch_one(
+        conn, "transition", _transition_params(intent, event, target, now, actor, move, detail)
+    )
     if row is None:
         raise StaleTransition(
             f"intent {intent.id} moved on from version {intent.version} ({intent.state})"

@@ -83,7 +83,5 @@ def _apply_pending(conn: psycopg.Connection[Any]) -> list[Migration]:
 
 def current_version(url: str) -> int:
     with psycopg.connect(url) as conn:
-        row = conn.execute(
-            "SELECT coalesce(max(version), 0) FROM schema_migrations"
-        ).fetchone()
+        row = conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
         return int(row[0]) if row else 0

@@ -29,19 +29,27 @@ _cache: dict[tuple[str, str], Policy] = {}
 _lock = threading.Lock()
 
 
-def publish(conn: Conn, tenant_id: str, document: Mapping[str, Any], now: datetime, actor: str) -> Policy:
+def publish(
+    conn: Conn, tenant_id: str, document: Mapping[str, Any], now: datetime, actor: str
+) -> Policy:
     try:
         policy = parse_policy(document)
     except PolicyError as exc:
         raise InvalidInput("policy", str(exc)) from None
-    existing = fetch_one(conn, "policy_by_version", {"tenant_id": tenant_id, "version": policy.version})
+    existing = fetch_one(
+        conn, "policy_by_version", {"tenant_id": tenant_id, "version": policy.version}
+    )
     if existing is not None:
         if existing["document"] != dict(document):
             raise Conflict(f"policy version {policy.version} exists with other content")
         return policy
     params = {
-        "tenant_id": tenant_id, "version": policy.version, "name": policy.name,
-        "document": dict(document), "now": now, "actor": actor,
+        "tenant_id": tenant_id,
+        "version": policy.version,
+        "name": policy.name,
+        "document": dict(document),
+        "now": now,
+        "actor": actor,
     }
     fetch_one(conn, "insert_policy", params)
     return policy

@@ -42,16 +42,30 @@ def publish(conn: Conn, draft: TemplateRevision, now: datetime, actor: str) -> T
     latest = fetch_one(
         conn,
         "latest_same_content",
-        {"tenant_id": draft.tenant_id, "name": draft.name, "channel": draft.channel, "locale": locale},
+        {
+            "tenant_id": draft.tenant_id,
+            "name": draft.name,
+            "channel": draft.channel,
+            "locale": locale,
+        },
     )
     if latest is not None and latest["content_hash"] == draft.content_hash:
         return revision_from_row(latest)
-    row = fetch_one(conn, "next_template_revision", {"tenant_id": draft.tenant_id, "name": draft.name})
+    row = fetch_one(
+        conn, "next_template_revision", {"tenant_id": draft.tenant_id, "name": draft.name}
+    )
     revision = int(row["revision"]) if row else 1
     stored = TemplateRevision(
-        tenant_id=draft.tenant_id, name=draft.name, revision=revision, channel=draft.channel,
-        locale=locale, subject=draft.subject, body=draft.body, html_body=draft.html_body,
-        required_variables=draft.required_variables, attachment_policy=draft.attachment_policy,
+        tenant_id=draft.tenant_id,
+        name=draft.name,
+        revision=revision,
+        channel=draft.channel,
+        locale=locale,
+        subject=draft.subject,
+        body=draft.body,
+        html_body=draft.html_body,
+        required_variables=draft.required_variables,
+        attachment_policy=draft.attachment_policy,
         provider_template_ids=draft.provider_template_ids,
     )
     execute(conn, "insert_template", _params(stored, now, actor))
@@ -60,12 +74,20 @@ def publish(conn: Conn, draft: TemplateRevision, now: datetime, actor: str) -> T
 
 def _params(rev: TemplateRevision, now: datetime, actor: str) -> dict[str, Any]:
     return {
-        "tenant_id": rev.tenant_id, "name": rev.name, "revision": rev.revision,
-        "channel": rev.channel, "locale": rev.locale, "subject": rev.subject, "body": rev.body,
-        "html_body": rev.html_body, "required_variables": list(rev.required_variables),
+        "tenant_id": rev.tenant_id,
+        "name": rev.name,
+        "revision": rev.revision,
+        "channel": rev.channel,
+        "locale": rev.locale,
+        "subject": rev.subject,
+        "body": rev.body,
+        "html_body": rev.html_body,
+        "required_variables": list(rev.required_variables),
         "attachment_policy": rev.attachment_policy,
         "provider_template_ids": dict(rev.provider_template_ids),
-        "content_hash": rev.content_hash, "now": now, "actor": actor,
+        "content_hash": rev.content_hash,
+        "now": now,
+        "actor": actor,
     }
 
 
@@ -79,7 +101,9 @@ def resolve(
         if found is None or found.channel != channel:
             raise InvalidInput("template", f"no {channel} template {name!r} revision {revision}")
         return found
-    rows = fetch_all(conn, "template_candidates", {"tenant_id": tenant_id, "name": name, "channel": channel})
+    rows = fetch_all(
+        conn, "template_candidates", {"tenant_id": tenant_id, "name": name, "channel": channel}
+    )
     try:
         return choose_revision([revision_from_row(r) for r in rows], locale)
     except RevisionNotFoundError:
@@ -87,9 +111,13 @@ def resolve(
 
 
 def get_revision(conn: Conn, tenant_id: str, name: str, revision: int) -> TemplateRevision | None:
-    row = fetch_one(conn, "template_revision", {"tenant_id": tenant_id, "name": name, "revision": revision})
+    row = fetch_one(
+        conn, "template_revision", {"tenant_id": tenant_id, "name": name, "revision": revision}
+    )
     return revision_from_row(row) if row else None
 
 
 def latest_all(conn: Conn, tenant_id: str) -> list[TemplateRevision]:
-    return [revision_from_row(r) for r in fetch_all(conn, "templates_list", {"tenant_id": tenant_id})]
+    return [
+        revision_from_row(r) for r in fetch_all(conn, "templates_list", {"tenant_id": tenant_id})
+    ]

@@ -1,0 +1,153 @@
+"""The `tidings` command."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tidings.config import Settings
+
+if TYPE_CHECKING:
+    from tidings.client import Tidings
+    from tidings.domain.intent import Intent, TimelineEntry
+
+app = typer.Typer(
+    help="Durable, auditable e-mail and SMS notifications on PostgreSQL.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+templates_app = typer.Typer(help="Template revisions.", no_args_is_help=True)
+policy_app = typer.Typer(help="Policy versions.", no_args_is_help=True)
+app.add_typer(templates_app, name="templates")
+app.add_typer(policy_app, name="policy")
+console = Console()
+
+
+def _tidings(tenant: str | None = None) -> Tidings:
+    from tidings.client import Tidings
+
+    return Tidings(tenant=tenant)
+
+
+@app.command()
+def migrate() -> None:
+    """Apply pending schema migrations (safe to run twice, or from two places at once)."""
+    with _tidings() as t:
+        applied = t.migrate()
+    console.print(f"applied: {', '.join(applied)}" if applied else "schema is up to date")
+
+
+@app.command()
+def worker(
+    sms_concurrency: Annotated[int, typer.Option(help="parallel SMS sends")] = 8,
+    email_concurrency: Annotated[int, typer.Option(help="parallel e-mail sends")] = 8,
+    batch_size: Annotated[int, typer.Option(help="intents claimed per transaction")] = 50,
+    lease_seconds: Annotated[float, typer.Option(help="worker lease per claimed intent")] = 30.0,
+) -> None:
+    """Claim due intents, send them, reconcile and sweep, until SIGTERM."""
+    from tidings.dispatch.runner import Worker, WorkerConfig
+    from tidings.providers.routing import adapters_from_settings
+
+    settings = Settings()
+    config = WorkerConfig(
+        batch_size=batch_size,
+        lease_seconds=lease_seconds,
+        concurrency={"sms": sms_concurrency, "email": email_concurrency},
+    )
+    with _tidings() as t:
+        t.migrate()
+        w = Worker(t, adapters_from_settings(settings), config=config)
+        console.print(f"worker {w.owner} running; channels: {', '.join(w.adapters)}")
+        w.run(_stop_on_signals())
+    console.print("worker stopped; in-flight sends recorded")
+
+
+@app.command()
+def simulator(
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8099,
+    host: str = "127.0.0.1",
+    seed: int = 0,
+    webhook_url: Annotated[str | None, typer.Option(help="where to POST signed receipts")] = None,
+) -> None:
+    """Run the provider simulator (SMS and e-mail) as its own process."""
+    from tidings.providers.simulator import run
+
+    config: dict[str, Any] = {"seed": seed}
+    if webhook_url:
+        config["webhook_url"] = webhook_url
+    run(host, port, **config)
+
+
+@app.command()
+def timeline(intent: str, tenant: Annotated[str | None, typer.Option()] = None) -> None:
+    """Print everything known about one intent, in order."""
+    with _tidings(tenant) as t:
+        found = t.get(intent)
+        entries = t.timeline(intent)
+    console.print(_intent_summary(found))
+    console.print(timeline_table(entries))
+
+
+def _intent_summary(intent: Intent) -> str:
+    return (
+        f"[bold]{intent.id}[/] {intent.channel} [bold]{intent.state}[/] v{intent.version}  "
+        f"key={intent.idempotency_key}  policy={intent.policy_version}  "
+        f"template={intent.template_name}@{intent.template_revision}  "
+        f"correlation={intent.correlation_id or '-'}"
+    )
+
+
+def timeline_table(entries: list[TimelineEntry]) -> Table:
+    table = Table(show_lines=False)
+    for column in ("at", "kind", "from", "to", "event", "actor", "policy", "detail"):
+        table.add_column(column)
+    for e in entries:
+        detail = ", ".join(f"{k}={v}" for k, v in e.detail.items() if k != "input")
+        table.add_row(
+            e.at.isoformat(timespec="milliseconds"),
+            e.kind,
+            e.from_state or "",
+            e.to_state or "",
+            e.event,
+            e.actor,
+            e.policy_version or "",
+            detail,
+        )
+    return table
+
+
+@templates_app.command("validate")
+def templates_validate(path: Path) -> None:
+    """The deploy gate: fail on any template revision that cannot be sent."""
+    from tidings.templates.validate import validate_files
+
+    report = validate_files(path)
+    console.print(report.format_text())
+    raise typer.Exit(0 if report.ok else 1)
+
+
+@policy_app.command("publish")
+def policy_publish(path: Path, tenant: Annotated[str | None, typer.Option()] = None) -> None:
+    """Publish an immutable policy version from a JSON file."""
+    from tidings.policies import document
+
+    with _tidings(tenant) as t:
+        version = t.publish_policy(document(path.read_text("utf-8")), actor="cli")
+    console.print(f"published {version}")
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop
+
+
+def main() -> None:
+    app()
