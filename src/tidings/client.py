@@ -10,6 +10,7 @@ commits with the business decision that caused it, or not at all.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -22,11 +23,15 @@ from tidings.domain.cancellation import parse_reason
 from tidings.domain.clock import Clock, SystemClock
 from tidings.domain.errors import AlreadyTerminal, InvalidInput, NotFound, StaleTransition
 from tidings.domain.intent import Intent, TimelineEntry
+from tidings.domain.keywords import Keyword, classify
+from tidings.domain.recipients import Channel, normalize_email, normalize_phone, parse_channel
 from tidings.domain.transitions import Event
 from tidings.intake import IntentRequest, create_or_replay
+from tidings.store import contacts as contact_store
 from tidings.store import ledger
 from tidings.store import policies as policy_store
 from tidings.store import templates as template_store
+from tidings.store.contacts import ConsentRecord
 from tidings.store.database import Database, execute
 from tidings.store.embedded import embedded_url
 from tidings.store.migrate import migrate as apply_migrations
@@ -78,6 +83,17 @@ class Tidings:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def for_tenant(self, tenant: str) -> Tidings:
+        """The same engine acting for `tenant`: shares the pool, vault and clock.
+
+        Cheap enough to make per request (the API does). Close only the
+        original; closing a view would close the shared pool.
+        """
+        view = copy.copy(self)
+        view.tenant = tenant
+        view._tenant_ready = False
+        return view
 
     def _ensure_tenant(self) -> None:
         # Committed on our own connection, so a caller's rollback never
@@ -197,6 +213,81 @@ class Tidings:
                     "actor": actor,
                 },
             )
+
+    def put_contact(
+        self,
+        ref: str,
+        *,
+        phone: str | None = None,
+        email: str | None = None,
+        timezone: str | None = None,
+        locale: str | None = None,
+        preferences: Mapping[str, Any] | None = None,
+        consents: list[ConsentRecord] | tuple[ConsentRecord, ...] = (),
+        conn: psycopg.Connection[Any] | None = None,
+    ) -> None:
+        """Record a contact and consent evidence (consent is never inferred)."""
+        self._ensure_tenant()
+        with self.db.transaction(conn) as tx:
+            contact_store.put_contact(
+                tx,
+                self.tenant,
+                ref,
+                self.vault,
+                self.clock.now(),
+                phone=phone,
+                email=email,
+                timezone=timezone,
+                locale=locale,
+                preferences=preferences,
+                consents=consents,
+            )
+
+    def opt_out(self, channel: str, destination: str, *, source: str = "library") -> None:
+        """Stop every further message on this channel to this destination."""
+        self._ensure_tenant()
+        with self.db.transaction() as conn:
+            contact_store.opt_out(
+                conn,
+                self.tenant,
+                channel,
+                self._reference(channel, destination),
+                source,
+                self.clock.now(),
+            )
+
+    def opt_in(self, channel: str, destination: str) -> None:
+        with self.db.transaction() as conn:
+            contact_store.opt_in(conn, self.tenant, channel, self._reference(channel, destination))
+
+    def suppress(self, channel: str, destination: str, reason: str = "operator") -> None:
+        self._ensure_tenant()
+        with self.db.transaction() as conn:
+            contact_store.suppress(
+                conn,
+                self.tenant,
+                channel,
+                self._reference(channel, destination),
+                reason,
+                self.clock.now(),
+            )
+
+    def handle_inbound(self, sender: str, text: str, *, source: str = "inbound") -> Keyword:
+        """An inbound SMS: STOP opts the number out before any further send."""
+        keyword = classify(text)
+        if keyword is Keyword.STOP:
+            self.opt_out("sms", sender, source=source)
+        elif keyword is Keyword.START:
+            self.opt_in("sms", sender)
+        return keyword
+
+    def _reference(self, channel: str, destination: str) -> str:
+        parsed = parse_channel(channel)
+        if parsed is Channel.SMS:
+            normalized, _ = normalize_phone(destination)
+        else:
+            normalized = normalize_email(destination)
+        return self.vault.reference(parsed.value, normalized)
 
     def get(self, intent_id: UUID | str) -> Intent:
         with self.db.transaction() as conn:

@@ -14,10 +14,11 @@ from typing import Any
 
 import psycopg
 
+from tidings.dispatch.allowance import consume, rate_keys
 from tidings.dispatch.gate import GateResult, RecipientFacts, Verdict, bare_facts, decide
 from tidings.domain.intent import Intent
 from tidings.domain.keys import attempt_key
-from tidings.domain.policy import Policy
+from tidings.domain.policy import Decision, Policy, dispatch_action, limit_decision
 from tidings.domain.transitions import Event
 from tidings.store import ledger
 from tidings.store.database import execute, fetch_all
@@ -66,13 +67,21 @@ def _apply(
     conn: Conn, intent: Intent, result: GateResult, request: ClaimRequest, now: datetime
 ) -> Claimed | None:
     decision = result.decision
-    detail = {"code": decision.code, "verdict": result.verdict.value}
+    detail: dict[str, Any] = {"code": decision.code, "verdict": result.verdict.value}
     if decision.detail:
         detail["detail"] = decision.detail
     actor = f"worker:{request.owner}"
     code, version = decision.code, decision.policy_version
     if result.verdict is Verdict.SEND:
-        return _start_attempt(conn, intent, result, request, now, actor, detail)
+        room = consume(
+            conn, intent.tenant_id, rate_keys(intent, result.policy, request.provider), now
+        )
+        if room.allowed:
+            return _start_attempt(conn, intent, result, request, now, actor, detail)
+        decision = limit_decision(result.policy, room, now)
+        result = GateResult(_verdict_for(decision, intent), decision, result.policy)
+        detail = {"code": decision.code, "verdict": result.verdict.value, "detail": decision.detail}
+        code, version = decision.code, decision.policy_version
     if result.verdict is Verdict.DEFER:
         move = ledger.Move(
             next_due_at=decision.not_before, decision_code=code, policy_version=version
@@ -95,6 +104,11 @@ def _apply(
             conn, intent, Event.POLICY_DENIED, now=now, actor=actor, move=move, detail=detail
         )
     return None
+
+
+def _verdict_for(decision: Decision, intent: Intent) -> Verdict:
+    action = dispatch_action(decision, intent.expires_at)
+    return {"reschedule": Verdict.DEFER, "expire": Verdict.EXPIRE}.get(action, Verdict.SUPPRESS)
 
 
 def _start_attempt(

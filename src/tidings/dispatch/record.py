@@ -17,10 +17,18 @@ import psycopg
 from tidings.dispatch.claim import Claimed
 from tidings.dispatch.observe import rematch
 from tidings.domain.errors import StaleTransition
+from tidings.domain.limits import LimitCheck
 from tidings.domain.schedules import next_check_at, retry_delay
 from tidings.domain.transitions import Event
-from tidings.providers.base import Accepted, Indeterminate, Rejected, Retryable, SendResult
-from tidings.store import ledger
+from tidings.providers.base import (
+    Accepted,
+    Indeterminate,
+    RejectCode,
+    Rejected,
+    Retryable,
+    SendResult,
+)
+from tidings.store import contacts, ledger
 from tidings.store.database import execute, fetch_one
 
 Conn = psycopg.Connection[Any]
@@ -53,6 +61,7 @@ def record_result(
         return _deferred(conn, claimed, result, now, rng)
     if isinstance(result, Rejected):
         _settle(conn, claimed, "failed", result.code.value, now)
+        _learn_from_rejection(conn, claimed, result, now)
         return _move(
             conn,
             claimed,
@@ -64,11 +73,49 @@ def record_result(
     return _indeterminate(conn, claimed, result, now)
 
 
+def record_limit_deferred(conn: Conn, claimed: Claimed, room: LimitCheck, now: datetime) -> str:
+    """The rendered message would break a spend limit: nothing was sent."""
+    code = "SPEND_LIMIT"
+    _settle(conn, claimed, "failed", code, now)
+    if room.next_eligible_at is None:  # larger than the whole limit: waiting cannot help
+        return _move(
+            conn,
+            claimed,
+            Event.PREPARE_FAILED,
+            now,
+            ledger.Move(decision_code=code),
+            {"code": code},
+        )
+    move = ledger.Move(next_due_at=room.next_eligible_at, decision_code=code)
+    detail = {"code": code, "key": room.key.key if room.key else None}
+    return _move(conn, claimed, Event.LIMIT_DEFERRED, now, move, detail)
+
+
 def record_prepare_failure(conn: Conn, claimed: Claimed, code: str, now: datetime) -> str:
     _settle(conn, claimed, "failed", code, now)
     return _move(
         conn, claimed, Event.PREPARE_FAILED, now, ledger.Move(decision_code=code), {"code": code}
     )
+
+
+def _learn_from_rejection(conn: Conn, claimed: Claimed, result: Rejected, now: datetime) -> None:
+    """A provider's opt-out or invalid-address answer blocks the next send too."""
+    intent = claimed.intent
+    if intent.destination_hash is None:
+        return
+    if result.code is RejectCode.OPTED_OUT:
+        contacts.opt_out(
+            conn,
+            intent.tenant_id,
+            intent.channel,
+            intent.destination_hash,
+            f"provider:{claimed.provider}",
+            now,
+        )
+    elif result.code is RejectCode.INVALID_DESTINATION:
+        contacts.suppress(
+            conn, intent.tenant_id, intent.channel, intent.destination_hash, "invalid", now
+        )
 
 
 def _accepted(

@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from tidings.dispatch import faults
+from tidings.dispatch.allowance import consume, spend_keys
 from tidings.dispatch.claim import Claimed, ClaimRequest, claim_batch
-from tidings.dispatch.gate import RecipientFacts, bare_facts
+from tidings.dispatch.facts import recipient_facts
+from tidings.dispatch.gate import RecipientFacts
 from tidings.dispatch.message import Minter, PrepareError, TemplateCache, prepare
 from tidings.dispatch.reconcile import run_checks
-from tidings.dispatch.record import record_prepare_failure, record_result
+from tidings.dispatch.record import record_limit_deferred, record_prepare_failure, record_result
 from tidings.dispatch.sweep import sweep
 from tidings.providers.base import Indeterminate, ProviderAdapter, RejectCode, SendResult
 from tidings.store.database import execute
@@ -58,7 +60,7 @@ class Worker:
         config: WorkerConfig | None = None,
         owner: str | None = None,
         minters: Mapping[str, Minter] | None = None,
-        facts: RecipientFacts = bare_facts,
+        facts: RecipientFacts = recipient_facts,
     ) -> None:
         self.t = tidings
         self.adapters = dict(adapters)  # channel -> adapter
@@ -112,6 +114,13 @@ class Worker:
         except PrepareError as error:
             with self.t.db.transaction() as conn:
                 return record_prepare_failure(conn, claimed, error.code, self.t.clock.now())
+        if segments is not None:
+            keys = spend_keys(claimed.intent, claimed.policy, claimed.provider, segments)
+            with self.t.db.transaction() as conn:
+                room = consume(conn, claimed.intent.tenant_id, keys, self.t.clock.now())
+                if not room.allowed:
+                    del message
+                    return record_limit_deferred(conn, claimed, room, self.t.clock.now())
         faults.point("before_send")
         result = _call(adapter, message, claimed.attempt_key)
         del message  # the rendered body and destination go no further

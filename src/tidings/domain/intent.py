@@ -76,6 +76,7 @@ class Intent:
     terminal_at: datetime | None
     updated_at: datetime
     request_hash: str = ""
+    candidate_timezones: tuple[str, ...] = ()
     attempts: tuple[Attempt, ...] = field(default=())
 
     @classmethod
@@ -83,6 +84,7 @@ class Intent:
         values = {f.name: row[f.name] for f in fields(cls) if f.name in row}
         values["state"] = IntentState(row["state"])
         values["attempts"] = attempts
+        values["candidate_timezones"] = tuple(row.get("candidate_timezones") or ())
         return cls(**values)
 
     @property

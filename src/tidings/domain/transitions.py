@@ -33,6 +33,7 @@ class Event(StrEnum):
     PROVIDER_DEFERRED = "provider_deferred"
     PROVIDER_REJECTED = "provider_rejected"
     PREPARE_FAILED = "prepare_failed"
+    LIMIT_DEFERRED = "limit_deferred"
     OUTCOME_UNKNOWN = "outcome_unknown"
     NOT_RECEIVED = "not_received"
     DELIVERED = "delivered"
@@ -86,6 +87,18 @@ RULES: tuple[Rule, ...] = (
         "provider did not process it (429, refused): retry after its time",
     ),
     _rule({S.SENDING}, Event.PROVIDER_REJECTED, S.FAILED, "record the permanent rejection code"),
+    _rule(
+        {S.SENDING},
+        Event.PREPARE_FAILED,
+        S.FAILED,
+        "the message could not be built (template, destination); nothing was sent",
+    ),
+    _rule(
+        {S.SENDING},
+        Event.LIMIT_DEFERRED,
+        S.PENDING,
+        "the rendered message would break a spend limit: wait, nothing was sent",
+    ),
     _rule(
         {S.SENDING},
         Event.OUTCOME_UNKNOWN,

@@ -21,14 +21,14 @@ WITH created AS (
         destination_hash, country, timezone, locale, template_name, template_revision,
         variables, purpose, event_class, correlation_id, job_id, policy_version,
         decision_code, resend_budget, expires_at, not_before, next_due_at, created_by,
-        created_at, terminal_at, updated_at)
+        created_at, terminal_at, updated_at, candidate_timezones)
     VALUES (
         %(tenant_id)s, %(id)s, %(idempotency_key)s, %(request_hash)s, %(channel)s, %(state)s,
         %(recipient_ref)s, %(destination_hash)s, %(country)s, %(timezone)s, %(locale)s,
         %(template_name)s, %(template_revision)s, %(variables)s, %(purpose)s, %(event_class)s,
         %(correlation_id)s, %(job_id)s, %(policy_version)s::text, %(decision_code)s::text,
         %(resend_budget)s, %(expires_at)s, %(not_before)s, %(next_due_at)s::timestamptz, %(actor)s,
-        %(now)s, %(terminal_at)s, %(now)s)
+        %(now)s, %(terminal_at)s, %(now)s, %(candidate_timezones)s::text[])
     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
     RETURNING *
 ), audit AS (

@@ -1,0 +1,88 @@
+"""What the policy needs to know about a recipient, read in the claim
+transaction: consent evidence, opt-out, suppression and recent sends.
+
+Counting recent sends and opening the next attempt happen under a
+per-recipient advisory lock held until the claim commits, so concurrent
+workers can never both see room under a frequency cap.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from tidings.domain.intent import Intent
+from tidings.domain.policy import (
+    CapUsage,
+    ConsentEvidence,
+    Policy,
+    PolicyRequest,
+    cap_windows,
+)
+from tidings.store import contacts
+from tidings.store.database import execute, fetch_one
+
+Conn = psycopg.Connection[Any]
+
+
+def recipient_facts(conn: Conn, intent: Intent, policy: Policy, now: datetime) -> PolicyRequest:
+    tenant, ref = intent.tenant_id, intent.recipient_ref
+    blocks = contacts.blocks_for(conn, tenant, intent.channel, intent.destination_hash or "")
+    evidence = tuple(
+        ConsentEvidence(r["channel"], r["purpose"], r["captured_at"], r["revoked_at"])
+        for r in contacts.consents_for(conn, tenant, ref, intent.channel)
+    )
+    timezone = intent.timezone or _contact_timezone(conn, intent)
+    return PolicyRequest(
+        channel=intent.channel,
+        purpose=intent.purpose,
+        event_class=intent.event_class,
+        country=intent.country,
+        timezone=timezone,
+        consents=evidence,
+        opted_out=blocks.opted_out,
+        suppressed=blocks.suppressed is not None,
+        suppression_reason=blocks.suppressed,
+        now=now,
+        expires_at=intent.expires_at,
+        recent_sends=_recent_sends(conn, intent, policy, now),
+        fallback_timezones=tuple(intent.candidate_timezones) if timezone is None else (),
+    )
+
+
+def _contact_timezone(conn: Conn, intent: Intent) -> str | None:
+    found = contacts.contact(conn, intent.tenant_id, intent.recipient_ref)
+    return found["timezone"] if found else None
+
+
+def _recent_sends(conn: Conn, intent: Intent, policy: Policy, now: datetime) -> dict[str, CapUsage]:
+    windows = cap_windows(policy, intent.channel, intent.purpose, now)
+    if not windows:
+        return {}
+    execute(
+        conn,
+        "lock_recipient",
+        {
+            "tenant_id": intent.tenant_id,
+            "ref": intent.recipient_ref,
+            "channel": intent.channel,
+        },
+    )
+    usage = {}
+    for window in windows:
+        row = fetch_one(
+            conn,
+            "recent_sends",
+            {
+                "tenant_id": intent.tenant_id,
+                "ref": intent.recipient_ref,
+                "channel": intent.channel,
+                "since": window.since,
+                "purposes": sorted(window.purposes) if window.purposes is not None else None,
+            },
+        )
+        assert row is not None
+        usage[window.cap_id] = CapUsage(int(row["count"]), row["oldest_at"])
+    return usage

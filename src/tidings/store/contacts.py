@@ -1,0 +1,173 @@
+"""Contacts, consent evidence, opt-outs and suppressions.
+
+Destinations are stored once, encrypted, in `destinations`; everything here
+refers to them by keyed hash. Opt-outs and suppressions are per channel and
+destination, because a STOP or a bounce comes from an address, not a person.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from tidings.domain.errors import InvalidInput
+from tidings.domain.recipients import check_timezone, normalize_email, normalize_phone
+from tidings.store import ledger
+from tidings.store.database import execute, fetch_all, fetch_one
+from tidings.vault import Vault
+
+Conn = psycopg.Connection[Any]
+
+CONSENT_SOURCES_MAX = 200
+
+
+@dataclass(frozen=True)
+class ConsentRecord:
+    channel: str
+    purpose: str
+    source: str
+    captured_at: datetime
+    evidence_ref: str | None = None
+    revoked_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Blocks:
+    opted_out: bool
+    suppressed: str | None
+
+
+def put_contact(
+    conn: Conn,
+    tenant: str,
+    ref: str,
+    vault: Vault,
+    now: datetime,
+    *,
+    phone: str | None = None,
+    email: str | None = None,
+    timezone: str | None = None,
+    locale: str | None = None,
+    preferences: Mapping[str, Any] | None = None,
+    consents: Sequence[ConsentRecord] = (),
+) -> dict[str, Any]:
+    phone_hash = _store(conn, tenant, vault, "sms", phone) if phone else None
+    email_hash = _store(conn, tenant, vault, "email", email) if email else None
+    row = fetch_one(
+        conn,
+        "upsert_contact",
+        {
+            "tenant_id": tenant,
+            "ref": ref,
+            "phone_hash": phone_hash,
+            "email_hash": email_hash,
+            "timezone": check_timezone(timezone),
+            "locale": locale,
+            "preferences": dict(preferences or {}),
+            "now": now,
+        },
+    )
+    for consent in consents:
+        record_consent(conn, tenant, ref, consent, now)
+    assert row is not None
+    return row
+
+
+def _store(conn: Conn, tenant: str, vault: Vault, channel: str, raw: str) -> str:
+    if channel == "sms":
+        destination, country = normalize_phone(raw)
+    else:
+        destination, country = normalize_email(raw), None
+    reference = vault.reference(channel, destination)
+    ledger.store_destination(conn, tenant, reference, channel, vault.encrypt(destination), country)
+    return reference
+
+
+def record_consent(
+    conn: Conn, tenant: str, ref: str, consent: ConsentRecord, now: datetime
+) -> None:
+    if consent.channel not in ("sms", "email"):
+        raise InvalidInput("consents.channel", "use sms or email")
+    if consent.captured_at.tzinfo is None:
+        raise InvalidInput("consents.captured_at", "must carry a UTC offset")
+    execute(
+        conn,
+        "record_consent",
+        {
+            "tenant_id": tenant,
+            "ref": ref,
+            "channel": consent.channel,
+            "purpose": consent.purpose,
+            "source": consent.source,
+            "captured_at": consent.captured_at,
+            "evidence_ref": consent.evidence_ref,
+            "revoked_at": consent.revoked_at,
+            "now": now,
+        },
+    )
+
+
+def contact(conn: Conn, tenant: str, ref: str) -> dict[str, Any] | None:
+    return fetch_one(conn, "contact_by_ref", {"tenant_id": tenant, "ref": ref})
+
+
+def consents_for(conn: Conn, tenant: str, ref: str, channel: str) -> list[dict[str, Any]]:
+    return fetch_all(conn, "consents_for", {"tenant_id": tenant, "ref": ref, "channel": channel})
+
+
+def opt_out(
+    conn: Conn, tenant: str, channel: str, destination_hash: str, source: str, now: datetime
+) -> None:
+    execute(
+        conn,
+        "opt_out",
+        {
+            "tenant_id": tenant,
+            "channel": channel,
+            "destination_hash": destination_hash,
+            "source": source,
+            "now": now,
+        },
+    )
+
+
+def opt_in(conn: Conn, tenant: str, channel: str, destination_hash: str) -> None:
+    execute(
+        conn,
+        "opt_in",
+        {"tenant_id": tenant, "channel": channel, "destination_hash": destination_hash},
+    )
+
+
+def suppress(
+    conn: Conn, tenant: str, channel: str, destination_hash: str, reason: str, now: datetime
+) -> None:
+    execute(
+        conn,
+        "suppress",
+        {
+            "tenant_id": tenant,
+            "channel": channel,
+            "destination_hash": destination_hash,
+            "reason": reason,
+            "now": now,
+        },
+    )
+
+
+def blocks_for(conn: Conn, tenant: str, channel: str, destination_hash: str) -> Blocks:
+    row = fetch_one(
+        conn,
+        "blocks_for",
+        {
+            "tenant_id": tenant,
+            "channel": channel,
+            "destination_hash": destination_hash,
+        },
+    )
+    assert row is not None
+    return Blocks(bool(row["opted_out"]), row["suppressed"])
