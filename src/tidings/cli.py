@@ -142,6 +142,21 @@ def policy_publish(path: Path, tenant: Annotated[str | None, typer.Option()] = N
     console.print(f"published {version}")
 
 
+@app.command()
+def replay(
+    path: Annotated[Path | None, typer.Argument(help="fixture file or directory")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+) -> None:
+    """Shadow replay of decision fixtures: decisions only, no dispatch.
+
+    Without a path, replays the fixtures shipped with tidings. Exits non-zero
+    on any difference between expected and actual.
+    """
+    from tidings.replay import replay_command, shipped_fixtures
+
+    raise typer.Exit(replay_command(path or shipped_fixtures(), as_json))
+
+
 def _stop_on_signals() -> threading.Event:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

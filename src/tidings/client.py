@@ -27,6 +27,10 @@ from tidings.domain.keywords import Keyword, classify
 from tidings.domain.recipients import Channel, normalize_email, normalize_phone, parse_channel
 from tidings.domain.transitions import Event
 from tidings.intake import IntentRequest, create_or_replay
+from tidings.jobs.freeze import create_job
+from tidings.jobs.prepare import prepare_next
+from tidings.jobs.request import parse_job
+from tidings.jobs.status import job_recipients, job_status
 from tidings.store import contacts as contact_store
 from tidings.store import ledger
 from tidings.store import policies as policy_store
@@ -288,6 +292,61 @@ class Tidings:
         else:
             normalized = normalize_email(destination)
         return self.vault.reference(parsed.value, normalized)
+
+    def create_job(
+        self, *, conn: psycopg.Connection[Any] | None = None, actor: str = "library", **request: Any
+    ) -> dict[str, Any]:
+        """Record a bulk job and freeze its audience; workers prepare and send it."""
+        parsed = parse_job(request)
+        self._ensure_tenant()
+        with self.db.transaction(conn) as tx:
+            job, _ = create_job(tx, self.tenant, parsed, self.vault, self.clock.now(), actor)
+        return job
+
+    def prepare_jobs(self) -> int:
+        """Resolve channels and create intents for waiting jobs (workers do this too)."""
+        done = 0
+        while prepare_next(self.db, self.clock.now()) is not None:
+            done += 1
+        return done
+
+    def job(self, job_id: UUID | str) -> dict[str, Any]:
+        with self.db.transaction() as conn:
+            return job_status(conn, self.tenant, _uuid(job_id))
+
+    def job_recipients(
+        self, job_id: UUID | str, *, after: int = 0, limit: int = 100
+    ) -> dict[str, Any]:
+        with self.db.transaction() as conn:
+            return job_recipients(conn, self.tenant, _uuid(job_id), after, limit)
+
+    def register_report(
+        self,
+        report_id: str,
+        revision: int,
+        *,
+        filename: str,
+        content_type: str,
+        location: str,
+        size_bytes: int | None = None,
+    ) -> None:
+        """A generated report, by reference: attempts attach it at send time."""
+        self._ensure_tenant()
+        with self.db.transaction() as conn:
+            execute(
+                conn,
+                "insert_report",
+                {
+                    "tenant_id": self.tenant,
+                    "id": report_id,
+                    "revision": revision,
+                    "filename": filename,
+                    "content_type": content_type,
+                    "location": location,
+                    "size_bytes": size_bytes,
+                    "now": self.clock.now(),
+                },
+            )
 
     def get(self, intent_id: UUID | str) -> Intent:
         with self.db.transaction() as conn:

@@ -15,8 +15,9 @@ import psycopg
 from tidings.dispatch.claim import Claimed
 from tidings.domain.intent import Intent
 from tidings.domain.segments import count_segments
-from tidings.providers.base import OutboundMessage
+from tidings.providers.base import AttachmentRef, OutboundMessage
 from tidings.store import ledger, templates
+from tidings.store.database import fetch_one
 from tidings.templates.model import TemplateError, TemplateRevision
 from tidings.templates.render import render
 from tidings.vault import Vault
@@ -67,11 +68,13 @@ def prepare(
     except TemplateError:
         raise PrepareError("RENDER_FAILED") from None
     to = _destination(conn, intent, vault)
+    attachments = _attachments(conn, intent) if intent.channel == "email" else ()
     message = OutboundMessage(
         channel="sms" if intent.channel == "sms" else "email",
         to=to,
         body=rendered.body,
         subject=rendered.subject,
+        attachments=attachments,
         provider_template_id=revision.provider_template_ids.get(claimed.provider),
         metadata={
             "tenant_id": intent.tenant_id,
@@ -85,6 +88,28 @@ def prepare(
         return message, None, None
     count = count_segments(rendered.body)
     return message, count.segments, count.encoding
+
+
+def _attachments(conn: Conn, intent: Intent) -> tuple[AttachmentRef, ...]:
+    """The report travels by reference; the adapter loads its bytes at send time."""
+    if intent.report_id is None or intent.report_revision is None:
+        return ()
+    row = fetch_one(
+        conn,
+        "report_by_id",
+        {
+            "tenant_id": intent.tenant_id,
+            "id": intent.report_id,
+            "revision": intent.report_revision,
+        },
+    )
+    if row is None:
+        raise PrepareError("REPORT_MISSING")
+    return (
+        AttachmentRef(
+            row["id"], row["revision"], row["filename"], row["content_type"], row["location"]
+        ),
+    )
 
 
 def _destination(conn: Conn, intent: Intent, vault: Vault) -> str:

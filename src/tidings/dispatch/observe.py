@@ -111,19 +111,31 @@ def _apply(conn: Conn, attempt: Attempt, obs: Observation, now: datetime) -> str
     )
     intent = ledger.get_intent(conn, attempt.tenant_id, attempt.intent_id)
     assert intent is not None
+    return settle_intent(conn, intent, attempt, target, obs, now)
+
+
+def settle_intent(
+    conn: Conn,
+    intent: Intent,
+    attempt: Attempt,
+    target: AttemptState,
+    obs: Observation | None,
+    now: datetime,
+) -> str:
+    """Move the intent as far as what its attempt now shows allows."""
     event = _intent_event(conn, intent, attempt, target)
     if event is None or not allowed(intent.state, event):
         return "attempt_only"
+    code = obs.code if obs else attempt.code
     try:
-        move = ledger.Move(next_due_at=now, decision_code=obs.code)
         ledger.transition(
             conn,
             intent,
             event,
             now=now,
-            actor=f"provider:{obs.provider}",
-            move=move,
-            detail={"attempt": attempt.n, "status": obs.status.value, "code": obs.code},
+            actor=f"provider:{obs.provider}" if obs else "system:reconciler",
+            move=ledger.Move(next_due_at=now, decision_code=code),
+            detail={"attempt": attempt.n, "status": target.value, "code": code},
         )
     except StaleTransition:
         return "attempt_only"

@@ -15,10 +15,12 @@ from typing import Any
 import psycopg
 
 from tidings.dispatch.claim import Claimed
-from tidings.dispatch.observe import rematch
+from tidings.dispatch.observe import rematch, settle_intent
 from tidings.domain.errors import StaleTransition
+from tidings.domain.intent import Attempt
 from tidings.domain.limits import LimitCheck
 from tidings.domain.schedules import next_check_at, retry_delay
+from tidings.domain.states import AttemptState
 from tidings.domain.transitions import Event
 from tidings.providers.base import (
     Accepted,
@@ -142,7 +144,20 @@ def _accepted(
         {"provider_message_id": result.provider_message_id, "attempt": claimed.n},
     )
     rematch(conn, claimed.provider, result.provider_message_id, now)
+    if moved == "moved":
+        _settle_early_receipt(conn, claimed, now)
     return moved
+
+
+def _settle_early_receipt(conn: Conn, claimed: Claimed, now: datetime) -> None:
+    """A receipt that beat the send's own answer already settled the attempt;
+    carry it to the intent, which could not move while it was `sending`."""
+    row = fetch_one(conn, "attempt_by_number", _attempt(claimed))
+    if row is None or row["state"] not in ("delivered", "undelivered", "failed"):
+        return
+    intent = ledger.get_intent(conn, claimed.intent.tenant_id, claimed.intent.id)
+    assert intent is not None
+    settle_intent(conn, intent, Attempt.from_row(row), AttemptState(row["state"]), None, now)
 
 
 def _deferred(

@@ -31,7 +31,15 @@ from tidings.dispatch.message import Minter, PrepareError, TemplateCache, prepar
 from tidings.dispatch.reconcile import run_checks
 from tidings.dispatch.record import record_limit_deferred, record_prepare_failure, record_result
 from tidings.dispatch.sweep import sweep
-from tidings.providers.base import Indeterminate, ProviderAdapter, RejectCode, SendResult
+from tidings.jobs.prepare import prepare_next
+from tidings.providers.base import (
+    Indeterminate,
+    ProviderAdapter,
+    ProviderConfigError,
+    RejectCode,
+    Retryable,
+    SendResult,
+)
 from tidings.store.database import execute
 
 if TYPE_CHECKING:
@@ -39,6 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tidings.worker")
 NOTIFY_CHANNEL = "tidings_due"
+CONFIG_RETRY_SECONDS = 60.0
 
 
 @dataclass
@@ -144,6 +153,9 @@ class Worker:
     def sweep_once(self) -> dict[str, int]:
         return sweep(self.t.db, self.t.clock.now())
 
+    def prepare_jobs_once(self) -> int:
+        return 1 if prepare_next(self.t.db, self.t.clock.now()) is not None else 0
+
     def heartbeat(self) -> int:
         with self._inflight_lock:
             ids = list(self._inflight)
@@ -217,6 +229,7 @@ class Worker:
         while not stop.wait(self.config.maintenance_interval):
             try:
                 self.heartbeat()
+                self.prepare_jobs_once()
                 self.sweep_once()
                 self.reconcile_once()
             except psycopg.Error as exc:
@@ -226,6 +239,9 @@ class Worker:
 def _call(adapter: ProviderAdapter, message: Any, key: str) -> SendResult:
     try:
         return adapter.send(message, key)
+    except ProviderConfigError as exc:  # raised before any request: certainly not sent
+        log.error("adapter %s is misconfigured: %s", adapter.name, exc)
+        return Retryable(RejectCode.PROVIDER_ERROR, CONFIG_RETRY_SECONDS, "configuration")
     except Exception as exc:  # an adapter bug must not read as "not sent"
         log.error("adapter %s raised %s", adapter.name, type(exc).__name__)
         return Indeterminate(RejectCode.PROVIDER_ERROR, type(exc).__name__)

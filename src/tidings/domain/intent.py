@@ -77,6 +77,9 @@ class Intent:
     updated_at: datetime
     request_hash: str = ""
     candidate_timezones: tuple[str, ...] = ()
+    job_seq: int | None = None
+    report_id: str | None = None
+    report_revision: int | None = None
     attempts: tuple[Attempt, ...] = field(default=())
 
     @classmethod

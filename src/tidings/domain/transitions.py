@@ -123,12 +123,7 @@ RULES: tuple[Rule, ...] = (
         S.UNKNOWN,
         "stop checking; the outcome stays unknown and visible",
     ),
-    _rule(
-        {S.ACCEPTED, S.RECONCILING, S.RESEND_DUE},
-        Event.DELIVERED,
-        S.DELIVERED,
-        "stop polling; a late receipt for an earlier attempt cancels the resend",
-    ),
+    _rule({S.ACCEPTED, S.RECONCILING}, Event.DELIVERED, S.DELIVERED, "stop polling"),
     _rule(
         {S.ACCEPTED, S.RECONCILING},
         Event.UNDELIVERED_RETRYABLE,

@@ -321,7 +321,10 @@ class ProviderAdapter(ABC):
 
     def load_attachment(self, ref: AttachmentRef) -> bytes:
         if self._attachment_loader is None:
-            raise ProviderConfigError(f"{self.name} needs an attachment_loader for {ref.id}")
+            # The default reads the report's stored location (a path or URL).
+            from tidings.providers.attachments import load_attachment
+
+            return load_attachment(ref)
         return self._attachment_loader(ref)
 
     def close(self) -> None:  # noqa: B027 - an optional hook: most adapters hold nothing

@@ -42,6 +42,10 @@ RETURNING *;
 UPDATE attempts SET
     state = %(state)s,
     code = coalesce(%(code)s::text, code),
+    -- A delivery receipt proves the provider had the message, even when its
+    -- own answer to the send never arrived.
+    accepted_at = CASE WHEN %(state)s IN ('delivered', 'undelivered')
+                       THEN coalesce(accepted_at, %(now)s) ELSE accepted_at END,
     last_status_at = %(now)s,
     terminal_at = CASE WHEN %(state)s IN ('delivered', 'undelivered', 'failed')
                        THEN %(now)s END,
@@ -68,7 +72,8 @@ SELECT * FROM attempts WHERE attempt_key = %(attempt_key)s;
 
 -- name: attempts_reached_provider
 SELECT count(*) AS n FROM attempts
-WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND accepted_at IS NOT NULL;
+WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s
+  AND (accepted_at IS NOT NULL OR state IN ('delivered', 'undelivered'));
 
 -- name: heartbeat
 UPDATE intents SET lease_expires_at = %(lease_expires_at)s

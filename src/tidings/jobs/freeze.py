@@ -1,0 +1,266 @@
+"""Creating a job: record its decision inputs and freeze its audience.
+
+The audience becomes `job_recipients` rows through COPY, in the caller's
+transaction, so the set evaluated is exactly the set committed. Members
+named only by ref take their destinations, time zone and preferences from
+the contact records as that transaction sees them: one consistent snapshot.
+Raw destinations go only into the encrypted `destinations` table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from tidings.domain.errors import IdempotencyConflict, InvalidInput
+from tidings.domain.ids import uuid7
+from tidings.domain.keys import fingerprint
+from tidings.jobs.request import AudienceMember, JobRequest
+from tidings.store import policies, templates
+from tidings.store.database import fetch_all, fetch_one
+from tidings.vault import Vault
+
+Conn = psycopg.Connection[Any]
+
+RECIPIENT_COLUMNS = (
+    "tenant_id",
+    "job_id",
+    "seq",
+    "recipient_ref",
+    "phone_hash",
+    "email_hash",
+    "phone_country",
+    "email_country",
+    "timezone",
+    "locale",
+    "preferences",
+    "variables",
+)
+
+
+def create_job(
+    conn: Conn, tenant: str, request: JobRequest, vault: Vault, now: datetime, actor: str
+) -> tuple[dict[str, Any], bool]:
+    """The job for this key: created and frozen now (True), or the first (False)."""
+    rows = _recipient_rows(conn, tenant, request.audience, vault)
+    request_hash = _request_hash(request, rows)
+    existing = fetch_one(
+        conn, "job_by_key", {"tenant_id": tenant, "idempotency_key": request.idempotency_key}
+    )
+    if existing is not None:
+        return _replayed(existing, request_hash), False
+    job = fetch_one(
+        conn, "insert_job", _job_params(conn, tenant, request, rows, request_hash, now, actor)
+    )
+    if job is None:  # a concurrent create with the same key won
+        existing = fetch_one(
+            conn, "job_by_key", {"tenant_id": tenant, "idempotency_key": request.idempotency_key}
+        )
+        assert existing is not None
+        return _replayed(existing, request_hash), False
+    _store_destinations(conn, tenant, request.audience, vault, now)
+    _copy_recipients(conn, tenant, job["id"], rows)
+    return job, True
+
+
+def _replayed(existing: dict[str, Any], request_hash: str) -> dict[str, Any]:
+    if existing["request_hash"] != request_hash:
+        raise IdempotencyConflict(
+            f"idempotency_key {existing['idempotency_key']!r} was used for a different job"
+        )
+    return existing
+
+
+def _job_params(
+    conn: Conn,
+    tenant: str,
+    request: JobRequest,
+    rows: Sequence[tuple[Any, ...]],
+    request_hash: str,
+    now: datetime,
+    actor: str,
+) -> dict[str, Any]:
+    revisions = {
+        channel: templates.resolve(
+            conn, tenant, request.template_name, channel, None, request.template_revision
+        ).revision
+        for channel in request.channels
+    }
+    policy = policies.current(conn, tenant, now)
+    if request.report is not None:
+        report = fetch_one(
+            conn,
+            "report_by_id",
+            {"tenant_id": tenant, "id": request.report[0], "revision": request.report[1]},
+        )
+        if report is None:
+            raise InvalidInput(
+                "report", f"no report {request.report[0]} revision {request.report[1]}"
+            )
+    expires_at = request.expires_at
+    if request.token_ttl_seconds is not None:
+        token_expiry = now + timedelta(seconds=request.token_ttl_seconds)
+        expires_at = min(expires_at, token_expiry) if expires_at else token_expiry
+    evidence_days = policy.retention.recipient_evidence_days
+    return {
+        "tenant_id": tenant,
+        "id": uuid7(now),
+        "idempotency_key": request.idempotency_key,
+        "request_hash": request_hash,
+        "event_class": request.event_class,
+        "event_reason": request.event_reason,
+        "purpose": request.purpose,
+        "template_name": request.template_name,
+        "template_revisions": revisions,
+        "channels": list(request.channels),
+        "channel_mode": request.mode.value,
+        "variables": dict(request.variables),
+        "policy_version": policy.version,
+        "audience_version": _audience_version(rows),
+        "audience_size": len(rows),
+        "report_id": request.report[0] if request.report else None,
+        "report_revision": request.report[1] if request.report else None,
+        "token_ttl_seconds": request.token_ttl_seconds,
+        "expires_at": expires_at,
+        "evidence_expires_at": now + timedelta(days=evidence_days),
+        "actor": actor,
+        "now": now,
+    }
+
+
+def _recipient_rows(
+    conn: Conn, tenant: str, audience: Sequence[AudienceMember], vault: Vault
+) -> list[tuple[Any, ...]]:
+    known = _contacts_for(conn, tenant, [m.ref for m in audience if not (m.phone or m.email)])
+    rows = []
+    for seq, member in enumerate(audience, start=1):
+        contact = known.get(member.ref, {})
+        phone_hash = (
+            vault.reference("sms", member.phone) if member.phone else contact.get("phone_hash")
+        )
+        email_hash = (
+            vault.reference("email", member.email) if member.email else contact.get("email_hash")
+        )
+        preferences = member.preferences or tuple(
+            contact.get("preferences", {}).get("channels", ())
+        )
+        rows.append(
+            (
+                member.ref,
+                phone_hash,
+                email_hash,
+                member.phone_country,
+                None,
+                member.timezone or contact.get("timezone"),
+                member.locale or contact.get("locale"),
+                list(preferences),
+                dict(member.variables),
+                seq,
+            )
+        )
+    return rows
+
+
+def _contacts_for(conn: Conn, tenant: str, refs: list[str]) -> dict[str, dict[str, Any]]:
+    if not refs:
+        return {}
+    return {
+        r["ref"]: r
+        for r in fetch_all(conn, "contacts_by_refs", {"tenant_id": tenant, "refs": refs})
+    }
+
+
+def _request_hash(request: JobRequest, rows: Sequence[tuple[Any, ...]]) -> str:
+    return fingerprint(
+        {
+            "event_class": request.event_class,
+            "purpose": request.purpose,
+            "template": [request.template_name, request.template_revision],
+            "channels": list(request.channels),
+            "mode": request.mode.value,
+            "variables": request.variables,
+            "report": request.report,
+            "token_ttl_seconds": request.token_ttl_seconds,
+            "expires_at": request.expires_at.isoformat() if request.expires_at else None,
+            "event_reason": request.event_reason,
+            "audience": _audience_version(rows),
+        }
+    )
+
+
+def _audience_version(rows: Iterable[tuple[Any, ...]]) -> str:
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(json.dumps(row, sort_keys=True, default=str).encode())
+    return f"sha256:{digest.hexdigest()[:32]}"
+
+
+def _store_destinations(
+    conn: Conn, tenant: str, audience: Sequence[AudienceMember], vault: Vault, now: datetime
+) -> None:
+    conn.execute("CREATE TEMP TABLE staged_destinations (LIKE destinations) ON COMMIT DROP")
+    with conn.cursor().copy(
+        "COPY staged_destinations (tenant_id, destination_hash, channel, ciphertext, country,"
+        " created_at) FROM STDIN"
+    ) as copy:
+        for member in audience:
+            for channel, value, country in (
+                ("sms", member.phone, member.phone_country),
+                ("email", member.email, None),
+            ):
+                if value:
+                    copy.write_row(
+                        (
+                            tenant,
+                            vault.reference(channel, value),
+                            channel,
+                            vault.encrypt(value),
+                            country,
+                            now,
+                        )
+                    )
+    conn.execute(
+        "INSERT INTO destinations SELECT DISTINCT ON (tenant_id, destination_hash) *"
+        " FROM staged_destinations ON CONFLICT (tenant_id, destination_hash) DO NOTHING"
+    )
+    conn.execute("DROP TABLE staged_destinations")
+
+
+def _copy_recipients(conn: Conn, tenant: str, job_id: Any, rows: Sequence[tuple[Any, ...]]) -> None:
+    with conn.cursor().copy(
+        f"COPY job_recipients ({', '.join(RECIPIENT_COLUMNS)}) FROM STDIN"
+    ) as copy:
+        for (
+            ref,
+            phone_hash,
+            email_hash,
+            phone_cc,
+            email_cc,
+            tz,
+            locale,
+            prefs,
+            variables,
+            seq,
+        ) in rows:
+            copy.write_row(
+                (
+                    tenant,
+                    job_id,
+                    seq,
+                    ref,
+                    phone_hash,
+                    email_hash,
+                    phone_cc,
+                    email_cc,
+                    tz,
+                    locale,
+                    prefs,
+                    Jsonb(variables),
+                )
+            )

@@ -1,0 +1,240 @@
+"""Preparing a frozen job: each recipient resolved to its channel(s) and
+turned into intents, or terminal exclusions, in keyset pages.
+
+A page is one transaction that also records how far preparation got, so a
+crash resumes where it stopped and the intents' unique keys make a replayed
+page insert nothing twice. Memory is bounded by the page, not the audience.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from tidings.domain.channels import ChannelFacts, Mode, Outcome, resolve
+from tidings.domain.ids import uuid7
+from tidings.domain.keys import job_recipient_key, report_key
+from tidings.domain.policy import (
+    CapUsage,
+    ConsentEvidence,
+    Policy,
+    PolicyRequest,
+    cap_windows,
+    evaluate,
+)
+from tidings.store import policies
+from tidings.store.database import Database, execute, fetch_all, fetch_one
+
+Conn = psycopg.Connection[Any]
+
+PAGE_SIZE = 2000
+
+INTENT_COLUMNS = (
+    "tenant_id",
+    "id",
+    "idempotency_key",
+    "request_hash",
+    "channel",
+    "state",
+    "recipient_ref",
+    "destination_hash",
+    "country",
+    "timezone",
+    "locale",
+    "template_name",
+    "template_revision",
+    "variables",
+    "purpose",
+    "event_class",
+    "job_id",
+    "job_seq",
+    "policy_version",
+    "decision_code",
+    "resend_budget",
+    "expires_at",
+    "next_due_at",
+    "created_by",
+    "created_at",
+    "terminal_at",
+    "updated_at",
+    "report_id",
+    "report_revision",
+)
+
+
+@dataclass(frozen=True)
+class PageFacts:
+    blocks: Mapping[tuple[str, str], str]  # (channel, destination hash) -> code
+    consents: Mapping[tuple[str, str], list[ConsentEvidence]]  # (ref, channel)
+
+
+def prepare_next(db: Database, now: datetime) -> dict[str, Any] | None:
+    """Prepare one waiting job completely; None when no job waits."""
+    with db.transaction() as conn:
+        job = fetch_one(conn, "claim_preparing_job", {})
+    if job is None:
+        return None
+    key = {"tenant_id": job["tenant_id"], "id": job["id"]}
+    while True:
+        with db.transaction() as conn:
+            job = fetch_one(conn, "lock_job", key)
+            assert job is not None
+            if job["status"] != "preparing":
+                return job
+            _, done = prepare_page(conn, job, job["prepared_through"], now)
+            if done:
+                execute(conn, "job_prepared", {**key, "now": now})
+                return job
+
+
+def prepare_page(conn: Conn, job: Mapping[str, Any], after: int, now: datetime) -> tuple[int, bool]:
+    rows = fetch_all(
+        conn,
+        "recipients_page",
+        {
+            "tenant_id": job["tenant_id"],
+            "job_id": job["id"],
+            "after": after,
+            "limit": PAGE_SIZE,
+        },
+    )
+    if not rows:
+        return after, True
+    policy = policies.by_version(conn, job["tenant_id"], job["policy_version"])
+    facts = _page_facts(conn, job["tenant_id"], rows)
+    _stage(conn, [i for r in rows for i in _intents_for(job, r, policy, facts, now)])
+    fetch_one(conn, "move_staged_intents", {})
+    conn.execute("DROP TABLE staged_intents")
+    last = rows[-1]["seq"]
+    execute(
+        conn,
+        "job_progress",
+        {"tenant_id": job["tenant_id"], "id": job["id"], "seq": last, "now": now},
+    )
+    fetch_all(conn, "notify_due_channels", {"channels": list(job["channels"])})
+    return last, len(rows) < PAGE_SIZE
+
+
+def _page_facts(conn: Conn, tenant: str, rows: list[dict[str, Any]]) -> PageFacts:
+    hashes = sorted({h for r in rows for h in (r["phone_hash"], r["email_hash"]) if h})
+    blocks: dict[tuple[str, str], str] = {}
+    for b in fetch_all(conn, "blocks_for_page", {"tenant_id": tenant, "hashes": hashes}):
+        code = "OPTED_OUT" if b["kind"] == "opt_out" else "SUPPRESSED"
+        blocks.setdefault((b["channel"], b["destination_hash"]), code)
+    consents: dict[tuple[str, str], list[ConsentEvidence]] = defaultdict(list)
+    refs = [r["recipient_ref"] for r in rows]
+    for c in fetch_all(conn, "consents_for_refs", {"tenant_id": tenant, "refs": refs}):
+        consents[(c["ref"], c["channel"])].append(
+            ConsentEvidence(c["channel"], c["purpose"], c["captured_at"], c["revoked_at"])
+        )
+    return PageFacts(blocks, consents)
+
+
+def _intents_for(
+    job: Mapping[str, Any], row: Mapping[str, Any], policy: Policy, facts: PageFacts, now: datetime
+) -> list[tuple[Any, ...]]:
+    channels = list(job["channels"])
+    facts_by_channel = {c: _channel_facts(job, row, c, policy, facts, now) for c in channels}
+    outcomes = resolve(
+        channels, list(row["preferences"]), Mode(job["channel_mode"]), facts_by_channel
+    )
+    return [_intent_row(job, row, o, policy, now) for o in outcomes]
+
+
+def _channel_facts(
+    job: Mapping[str, Any],
+    row: Mapping[str, Any],
+    channel: str,
+    policy: Policy,
+    facts: PageFacts,
+    now: datetime,
+) -> ChannelFacts:
+    destination = row["phone_hash"] if channel == "sms" else row["email_hash"]
+    if destination is None:
+        return ChannelFacts(channel, False, None)
+    block = facts.blocks.get((channel, destination))
+    request = PolicyRequest(
+        channel=channel,
+        purpose=job["purpose"],
+        event_class=job["event_class"],
+        country=row["phone_country"] if channel == "sms" else row["email_country"],
+        timezone=row["timezone"],
+        consents=tuple(facts.consents.get((row["recipient_ref"], channel), ())),
+        opted_out=block == "OPTED_OUT",
+        suppressed=block == "SUPPRESSED",
+        now=now,
+        expires_at=job["expires_at"],
+        recent_sends=_no_usage(policy, channel, job["purpose"], now),
+    )
+    return ChannelFacts(channel, True, evaluate(policy, request))
+
+
+def _no_usage(policy: Policy, channel: str, purpose: str, now: datetime) -> dict[str, CapUsage]:
+    """Caps are enforced at claim time, against real sends; here they are zero."""
+    return {w.cap_id: CapUsage(0) for w in cap_windows(policy, channel, purpose, now)}
+
+
+def _intent_row(
+    job: Mapping[str, Any], row: Mapping[str, Any], outcome: Outcome, policy: Policy, now: datetime
+) -> tuple[Any, ...]:
+    channel = outcome.channel
+    state = "pending" if outcome.sendable else (outcome.excluded_as or "suppressed")
+    key = _key(job, row["recipient_ref"], channel)
+    variables = {**job["variables"], **row["variables"]}
+    if job["report_id"]:
+        variables.setdefault("report_id", job["report_id"])
+        variables.setdefault("report_revision", job["report_revision"])
+    return (
+        job["tenant_id"],
+        uuid7(now),
+        key,
+        f"job:{job['request_hash']}",
+        channel,
+        state,
+        row["recipient_ref"],
+        row["phone_hash"] if channel == "sms" else row["email_hash"],
+        row["phone_country"] if channel == "sms" else row["email_country"],
+        row["timezone"],
+        row["locale"],
+        job["template_name"],
+        job["template_revisions"][channel],
+        Jsonb(variables),
+        job["purpose"],
+        job["event_class"],
+        job["id"],
+        row["seq"],
+        job["policy_version"],
+        outcome.code,
+        policy.resend_budget,
+        job["expires_at"],
+        now if outcome.sendable else None,
+        f"job:{job['id']}",
+        now,
+        None if outcome.sendable else now,
+        now,
+        job["report_id"],
+        job["report_revision"],
+    )
+
+
+def _key(job: Mapping[str, Any], ref: str, channel: str) -> str:
+    if job["report_id"]:
+        return f"{report_key(job['report_id'], job['report_revision'], channel)}:{ref}"
+    return job_recipient_key(job["idempotency_key"], ref, channel)
+
+
+def _stage(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
+    conn.execute(
+        "CREATE TEMP TABLE staged_intents (LIKE intents INCLUDING DEFAULTS) ON COMMIT DROP"
+    )
+    with conn.cursor().copy(
+        f"COPY staged_intents ({', '.join(INTENT_COLUMNS)}) FROM STDIN"
+    ) as copy:
+        for row in rows:
+            copy.write_row(row)

@@ -1,0 +1,158 @@
+"""A bulk job request, validated before anything is written."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tidings.domain.channels import Mode
+from tidings.domain.errors import InvalidInput
+from tidings.domain.keys import check_key
+from tidings.domain.recipients import Channel, check_timezone, normalize_email, normalize_phone
+
+MAX_AUDIENCE = 5_000_000
+
+
+@dataclass(frozen=True)
+class AudienceMember:
+    ref: str
+    phone: str | None  # normalized E.164
+    phone_country: str | None
+    email: str | None  # normalized
+    timezone: str | None
+    locale: str | None
+    preferences: tuple[str, ...]
+    variables: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    idempotency_key: str
+    event_class: str
+    purpose: str
+    template_name: str
+    template_revision: int | None
+    channels: tuple[str, ...]
+    mode: Mode
+    variables: Mapping[str, Any]
+    audience: Sequence[AudienceMember]
+    event_reason: str | None = None
+    report: tuple[str, int] | None = None
+    token_ttl_seconds: int | None = None
+    expires_at: datetime | None = None
+
+
+def parse_job(raw: Mapping[str, Any]) -> JobRequest:
+    channels = _channels(raw.get("channels"))
+    template = raw.get("template")
+    if isinstance(template, str):
+        template = {"name": template}
+    if not isinstance(template, Mapping) or not isinstance(template.get("name"), str):
+        raise InvalidInput("template", "a template name is required")
+    return JobRequest(
+        idempotency_key=check_key(raw.get("idempotency_key")),
+        event_class=_text("event_class", raw.get("event_class")),
+        purpose=_text("purpose", raw.get("purpose")),
+        template_name=template["name"],
+        template_revision=template.get("revision"),
+        channels=channels,
+        mode=_mode(raw.get("channel_mode", "preferred")),
+        variables=dict(raw.get("variables") or {}),
+        audience=_audience(raw.get("audience")),
+        event_reason=raw.get("event_reason"),
+        report=_report(raw.get("report")),
+        token_ttl_seconds=_ttl(raw.get("token_ttl_seconds")),
+        expires_at=raw.get("expires_at"),
+    )
+
+
+def _text(field: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > 200:
+        raise InvalidInput(field, "is required (at most 200 characters)")
+    return value
+
+
+def _channels(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list | tuple) or not value:
+        raise InvalidInput("channels", "list at least one of sms, email")
+    out = []
+    for item in value:
+        try:
+            out.append(Channel(str(item)).value)
+        except ValueError:
+            raise InvalidInput("channels", f"unknown channel {item!r}") from None
+    if len(set(out)) != len(out):
+        raise InvalidInput("channels", "a channel is listed twice")
+    return tuple(out)
+
+
+def _mode(value: object) -> Mode:
+    try:
+        return Mode(str(value))
+    except ValueError:
+        raise InvalidInput("channel_mode", "use preferred or all") from None
+
+
+def _report(value: object) -> tuple[str, int] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not isinstance(value.get("id"), str):
+        raise InvalidInput("report", "needs an id and a revision")
+    revision = value.get("revision")
+    if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
+        raise InvalidInput("report.revision", "must be a positive integer")
+    return value["id"], revision
+
+
+def _ttl(value: object) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not 60 <= value <= 30 * 86400:
+        raise InvalidInput("token_ttl_seconds", "must be between 60 and 2592000")
+    return value
+
+
+def _audience(value: object) -> list[AudienceMember]:
+    if not isinstance(value, list | tuple) or not value:
+        raise InvalidInput("audience", "at least one recipient is required")
+    if len(value) > MAX_AUDIENCE:
+        raise InvalidInput("audience", f"at most {MAX_AUDIENCE} recipients")
+    members = [_member(i, item) for i, item in enumerate(value)]
+    refs = [m.ref for m in members]
+    if len(set(refs)) != len(refs):
+        raise InvalidInput("audience", "a recipient ref appears twice")
+    return members
+
+
+def _member(index: int, item: object) -> AudienceMember:
+    where = f"audience[{index}]"
+    if not isinstance(item, Mapping) or not isinstance(item.get("ref"), str) or not item["ref"]:
+        raise InvalidInput(f"{where}.ref", "a recipient reference is required")
+    phone = country = email = None
+    if item.get("phone") is not None:
+        try:
+            phone, country = normalize_phone(str(item["phone"]))
+        except InvalidInput:
+            raise InvalidInput(f"{where}.phone", "not a valid international number") from None
+    if item.get("email") is not None:
+        try:
+            email = normalize_email(str(item["email"]))
+        except InvalidInput:
+            raise InvalidInput(f"{where}.email", "not a valid e-mail address") from None
+    preferences = item.get("preferences") or item.get("channels") or ()
+    if isinstance(preferences, Mapping):
+        preferences = preferences.get("channels", ())
+    return AudienceMember(
+        ref=item["ref"],
+        phone=phone,
+        phone_country=country,
+        email=email,
+        timezone=check_timezone(item.get("timezone")),
+        locale=item.get("locale"),
+        preferences=tuple(str(p) for p in preferences),
+        variables=dict(item.get("variables") or {}),
+    )
