@@ -157,6 +157,16 @@ def replay(
     raise typer.Exit(replay_command(path or shipped_fixtures(), as_json))
 
 
+@app.command()
+def purge() -> None:
+    """Delete recipient-level evidence past its retention; keep aggregate job facts."""
+    from tidings.dispatch.retention import purge as run_purge
+
+    with _tidings() as t:
+        removed = run_purge(t.db, t.clock.now())
+    console.print(", ".join(f"{k}: {v}" for k, v in removed.items()))
+
+
 def _stop_on_signals() -> threading.Event:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -14,6 +14,7 @@ import os
 import random
 import socket
 import threading
+import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from tidings.dispatch.gate import RecipientFacts
 from tidings.dispatch.message import Minter, PrepareError, TemplateCache, prepare
 from tidings.dispatch.reconcile import run_checks
 from tidings.dispatch.record import record_limit_deferred, record_prepare_failure, record_result
+from tidings.dispatch.retention import purge
 from tidings.dispatch.sweep import sweep
 from tidings.jobs.prepare import prepare_next
 from tidings.providers.base import (
@@ -57,6 +59,7 @@ class WorkerConfig:
     lease_seconds: float = 30.0
     idle_wait: float = 1.0
     maintenance_interval: float = 1.0
+    purge_interval: float = 3600.0
     seed: int | None = None
 
 
@@ -226,12 +229,16 @@ class Worker:
                 stop.wait(1.0)
 
     def _maintain(self, stop: threading.Event) -> None:
+        last_purge = 0.0
         while not stop.wait(self.config.maintenance_interval):
             try:
                 self.heartbeat()
                 self.prepare_jobs_once()
                 self.sweep_once()
                 self.reconcile_once()
+                if time.monotonic() - last_purge >= self.config.purge_interval:
+                    purge(self.t.db, self.t.clock.now())
+                    last_purge = time.monotonic()
             except psycopg.Error as exc:
                 log.warning("maintenance: %s", exc)
 
