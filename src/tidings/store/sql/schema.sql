@@ -236,3 +236,199 @@ CREATE TABLE rate_counters (
 );
 
 CREATE INDEX rate_counters_age ON rate_counters (window_start);
+
+-- What the policy needs to know about a recipient: contact details
+-- (destinations by keyed hash only), consent evidence, opt-outs and
+-- suppressions. Consent is evidence the application records; it is never
+-- inferred.
+
+CREATE TABLE contacts (
+    tenant_id    text        NOT NULL REFERENCES tenants (tenant_id),
+    ref          text        NOT NULL,
+    phone_hash   text,
+    email_hash   text,
+    timezone     text,
+    locale       text,
+    preferences  jsonb       NOT NULL DEFAULT '{}'::jsonb,
+    updated_at   timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, ref),
+    FOREIGN KEY (tenant_id, phone_hash) REFERENCES destinations (tenant_id, destination_hash),
+    FOREIGN KEY (tenant_id, email_hash) REFERENCES destinations (tenant_id, destination_hash)
+);
+
+CREATE TABLE consents (
+    tenant_id     text        NOT NULL REFERENCES tenants (tenant_id),
+    id            bigint      GENERATED ALWAYS AS IDENTITY,
+    ref           text        NOT NULL,
+    channel       text        NOT NULL CHECK (channel IN ('sms', 'email')),
+    purpose       text        NOT NULL,
+    source        text        NOT NULL,
+    captured_at   timestamptz NOT NULL,
+    evidence_ref  text,
+    revoked_at    timestamptz,
+    recorded_at   timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, id),
+    UNIQUE (tenant_id, ref, channel, purpose, captured_at, source)
+);
+
+CREATE INDEX consents_lookup ON consents (tenant_id, ref, channel, purpose);
+
+-- Keyed by destination: a STOP arrives from a number, not from a contact.
+CREATE TABLE opt_outs (
+    tenant_id         text        NOT NULL REFERENCES tenants (tenant_id),
+    channel           text        NOT NULL CHECK (channel IN ('sms', 'email')),
+    destination_hash  text        NOT NULL,
+    source            text        NOT NULL,
+    created_at        timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, channel, destination_hash)
+);
+
+CREATE TABLE suppressions (
+    tenant_id         text        NOT NULL REFERENCES tenants (tenant_id),
+    channel           text        NOT NULL CHECK (channel IN ('sms', 'email')),
+    destination_hash  text        NOT NULL,
+    reason            text        NOT NULL
+                          CHECK (reason IN ('hard_bounce', 'complaint', 'operator', 'invalid')),
+    created_at        timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, channel, destination_hash)
+);
+
+-- Frequency caps count one recipient's recent attempts per channel.
+CREATE INDEX intents_recipient ON intents (tenant_id, recipient_ref, channel);
+
+-- Zones an SMS destination may be in, when the caller gave no time zone:
+-- a send window must then be open in all of them.
+ALTER TABLE intents ADD COLUMN candidate_timezones text[] NOT NULL DEFAULT '{}';
+
+-- API keys, one set per tenant. Only a sha256 of each key is stored: the
+-- key is 256 bits of randomness, so a plain hash is enough (no slow KDF
+-- needed) and a stolen table reveals no usable key.
+CREATE TABLE api_keys (
+    tenant_id   text        NOT NULL REFERENCES tenants (tenant_id),
+    key_id      text        NOT NULL,
+    key_hash    text        NOT NULL,
+    scopes      text[]      NOT NULL
+                    CHECK (cardinality(scopes) > 0
+                           AND scopes <@ ARRAY['send', 'read', 'admin', 'webhook']::text[]),
+    name        text        NOT NULL,
+    created_at  timestamptz NOT NULL,
+    revoked_at  timestamptz,
+    PRIMARY KEY (tenant_id, key_id),
+    UNIQUE (tenant_id, key_hash)
+);
+
+-- A request names no tenant, only its key: authentication looks the key up
+-- by hash across tenants. Not unique (keys must start with tenant_id);
+-- 256 random bits make a collision moot. Revoked keys are never looked up.
+CREATE INDEX api_keys_active ON api_keys (key_hash) WHERE revoked_at IS NULL;
+
+-- Bulk jobs: a frozen audience, each recipient resolved to a channel (or a
+-- terminal exclusion) and turned into intents. Reports are durable objects
+-- referenced by id and revision; attempts attach them at send time.
+
+CREATE TABLE reports (
+    tenant_id     text        NOT NULL REFERENCES tenants (tenant_id),
+    id            text        NOT NULL,
+    revision      integer     NOT NULL CHECK (revision >= 1),
+    filename      text        NOT NULL,
+    content_type  text        NOT NULL,
+    location      text        NOT NULL,
+    size_bytes    bigint,
+    created_at    timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, id, revision)
+);
+
+CREATE TABLE jobs (
+    tenant_id            text        NOT NULL REFERENCES tenants (tenant_id),
+    id                   uuid        NOT NULL,
+    idempotency_key      text        NOT NULL,
+    request_hash         text        NOT NULL,
+    event_class          text        NOT NULL,
+    event_reason         text,
+    purpose              text        NOT NULL,
+    template_name        text        NOT NULL,
+    template_revisions   jsonb       NOT NULL,
+    channels             text[]      NOT NULL,
+    channel_mode         text        NOT NULL CHECK (channel_mode IN ('preferred', 'all')),
+    variables            jsonb       NOT NULL DEFAULT '{}'::jsonb,
+    policy_version       text        NOT NULL,
+    audience_version     text        NOT NULL,
+    audience_size        integer     NOT NULL,
+    report_id            text,
+    report_revision      integer,
+    token_ttl_seconds    integer,
+    expires_at           timestamptz,
+    evidence_expires_at  timestamptz,
+    status               text        NOT NULL CHECK (status IN (
+                             'preparing', 'dispatching', 'complete', 'complete_with_failures')),
+    final_counts         jsonb,
+    prepared_through     integer     NOT NULL DEFAULT 0,
+    created_by           text        NOT NULL,
+    created_at           timestamptz NOT NULL,
+    prepared_at          timestamptz,
+    updated_at           timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, id),
+    UNIQUE (tenant_id, idempotency_key),
+    FOREIGN KEY (tenant_id, report_id, report_revision) REFERENCES reports (tenant_id, id, revision)
+);
+
+CREATE INDEX jobs_preparing ON jobs (created_at) WHERE status = 'preparing';
+
+-- The frozen audience: one row per recipient, in keyset order (seq).
+CREATE TABLE job_recipients (
+    tenant_id      text        NOT NULL,
+    job_id         uuid        NOT NULL,
+    seq            integer     NOT NULL,
+    recipient_ref  text        NOT NULL,
+    phone_hash     text,
+    email_hash     text,
+    phone_country  text,
+    email_country  text,
+    timezone       text,
+    locale         text,
+    preferences    text[]      NOT NULL DEFAULT '{}',
+    variables      jsonb       NOT NULL DEFAULT '{}'::jsonb,
+    PRIMARY KEY (tenant_id, job_id, seq),
+    UNIQUE (tenant_id, job_id, recipient_ref),
+    FOREIGN KEY (tenant_id, job_id) REFERENCES jobs (tenant_id, id)
+);
+
+ALTER TABLE intents ADD COLUMN job_seq integer;
+ALTER TABLE intents ADD COLUMN report_id text;
+ALTER TABLE intents ADD COLUMN report_revision integer;
+
+CREATE INDEX intents_job_recipients ON intents (tenant_id, job_id, job_seq, channel)
+    WHERE job_id IS NOT NULL;
+
+-- Operator alerts (seed 002): opened by the sweeper when a condition holds
+-- (unreconciled backlog past its objective, an expanding due backlog, an
+-- impossible transition), updated while it holds, resolved when it clears.
+-- Rows are kept after resolution: they are the incident history. The
+-- notification columns make webhook delivery durable and at-least-once.
+CREATE TABLE alerts (
+    tenant_id             text        NOT NULL REFERENCES tenants (tenant_id),
+    id                    uuid        NOT NULL,
+    key                   text        NOT NULL,
+    condition             text        NOT NULL,
+    severity              text        NOT NULL CHECK (severity IN ('warning', 'page')),
+    summary               text        NOT NULL,
+    details               jsonb       NOT NULL DEFAULT '{}'::jsonb,
+    opened_at             timestamptz NOT NULL,
+    updated_at            timestamptz NOT NULL,
+    resolved_at           timestamptz,
+    -- The severity last announced as open (NULL: the opening is not
+    -- announced yet), so an escalation to page is announced too.
+    notified_severity     text        CHECK (notified_severity IN ('warning', 'page')),
+    resolved_notified_at  timestamptz,
+    notify_failures       integer     NOT NULL DEFAULT 0,
+    notify_after          timestamptz,
+    PRIMARY KEY (tenant_id, id)
+);
+
+-- At most one open alert per condition and scope; resolved ones are history.
+CREATE UNIQUE INDEX alerts_open ON alerts (tenant_id, key) WHERE resolved_at IS NULL;
+CREATE INDEX alerts_recent ON alerts (tenant_id, opened_at DESC);
+
+-- The console's states-over-time chart walks back from the current counts
+-- through the last hour of transitions; without this it scans them all.
+CREATE INDEX transitions_recent ON transitions (tenant_id, at);

@@ -1,0 +1,78 @@
+"""API keys on HTTP: `Authorization: Bearer <key>`, checked against scopes.
+
+A key belongs to one tenant, and every handler works on a view of the
+engine for that tenant only (`Tidings.for_tenant`), so no handler can name
+another tenant's rows. Scopes: `send` (create, cancel), `read` (reads and
+events), `admin` (templates, policies, controls), `webhook` (reserved for
+webhook management; provider webhooks authenticate by signature instead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from tidings.api.problems import Forbidden, Unauthenticated
+from tidings.client import Tidings
+from tidings.store import api_keys
+from tidings.store.api_keys import Principal
+
+bearer = HTTPBearer(auto_error=False, description="An API key: `tdg_<key id>_<secret>`")
+
+
+@dataclass(frozen=True)
+class Caller:
+    """An authenticated request: who, and the engine scoped to its tenant."""
+
+    principal: Principal
+    tidings: Tidings
+
+    @property
+    def tenant(self) -> str:
+        return self.principal.tenant_id
+
+    @property
+    def actor(self) -> str:
+        return self.principal.actor
+
+
+def engine(request: Request) -> Tidings:
+    """The engine the app was built with (all tenants; never for tenant data)."""
+    root: Tidings = request.app.state.tidings
+    return root
+
+
+def authenticate(
+    root: Annotated[Tidings, Depends(engine)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Principal:
+    if credentials is None:
+        raise Unauthenticated()
+    with root.db.transaction() as conn:
+        principal = api_keys.authenticate(conn, credentials.credentials)
+    if principal is None:
+        raise Unauthenticated("the API key is unknown or revoked")
+    return principal
+
+
+def require(scope: str) -> Callable[..., Caller]:
+    """A dependency admitting keys with `scope`, answering 401 or 403 otherwise."""
+
+    def dependency(
+        root: Annotated[Tidings, Depends(engine)],
+        principal: Annotated[Principal, Depends(authenticate)],
+    ) -> Caller:
+        if not principal.allows(scope):
+            raise Forbidden(f"this API key lacks the {scope!r} scope")
+        return Caller(principal, root.for_tenant(principal.tenant_id))
+
+    return dependency
+
+
+Sender = Annotated[Caller, Depends(require("send"))]
+Reader = Annotated[Caller, Depends(require("read"))]
+Admin = Annotated[Caller, Depends(require("admin"))]

@@ -1,0 +1,51 @@
+"""What the OpenAPI document says about errors.
+
+Each route lists the problem statuses it can answer (`responses`), so
+clients and schemathesis know every status; `problems_as_problem_json`
+then files those answers under `application/problem+json`, the media type
+they are really sent with.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidings.api.problems import MEDIA_TYPE, Problem
+
+NOT_FOUND = 404
+WITH_BODY = (413, 422)
+AUTH = (401, 403)
+
+_DESCRIPTIONS = {
+    400: "Malformed request",
+    401: "No valid API key (or webhook signature)",
+    403: "The API key lacks the scope",
+    404: "No such resource for this tenant",
+    409: "Conflicts with the current state",
+    413: "The body is too large",
+    422: "Invalid input; nothing was changed",
+    503: "Unavailable",
+}
+
+
+def responses(
+    *statuses: int, auth: bool = True, extra: dict[int | str, dict[str, Any]] | None = None
+) -> dict[int | str, dict[str, Any]]:
+    """The `responses=` of a route: problems for `statuses` (+401/403 if `auth`)."""
+    wanted = sorted({*statuses, *(AUTH if auth else ())})
+    found: dict[int | str, dict[str, Any]] = {
+        s: {"model": Problem, "description": _DESCRIPTIONS[s]} for s in wanted
+    }
+    found.update(extra or {})
+    return found
+
+
+def problems_as_problem_json(document: dict[str, Any]) -> dict[str, Any]:
+    """Move every 4xx/5xx answer's schema to `application/problem+json`."""
+    for path in document.get("paths", {}).values():
+        for operation in path.values():
+            for status, answer in operation.get("responses", {}).items():
+                content = answer.get("content", {})
+                if str(status)[0] in "45" and "application/json" in content:
+                    content[MEDIA_TYPE] = content.pop("application/json")
+    return document

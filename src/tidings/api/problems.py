@@ -1,0 +1,195 @@
+"""Every error an API client sees: `application/problem+json` (RFC 9457).
+
+Each problem carries a stable `code` clients can branch on. Domain errors
+(`tidings.domain.errors`) map by type; request validation, routing, size
+and authentication errors get their own codes; anything else becomes a
+bare 500 INTERNAL whose cause is only logged, never sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from tidings.domain.errors import (
+    AlreadyTerminal,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    StaleTransition,
+    TidingsError,
+)
+from tidings.observability.redact import redact_text
+
+MEDIA_TYPE = "application/problem+json"
+
+
+class FieldProblem(BaseModel):
+    field: str
+    message: str
+    code: str | None = None
+    severity: str | None = None
+
+
+class Problem(BaseModel):
+    """An error answer. Extra members (`field`, `state`, ...) depend on `code`."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    code: str
+    field: str | None = None
+    state: str | None = None
+    errors: list[FieldProblem] | None = None
+
+
+class ApiError(Exception):
+    """An error raised by the HTTP layer itself (auth, size, webhooks)."""
+
+    status = 400
+    code = "BAD_REQUEST"
+
+    def __init__(self, detail: str, headers: Mapping[str, str] | None = None, **extra: Any):
+        super().__init__(detail)
+        self.detail = detail
+        self.headers = dict(headers or {})
+        self.extra = extra
+
+
+class InvalidRequest(ApiError):
+    """Invalid input found by the HTTP layer; same code as the domain's."""
+
+    status, code = 422, "INVALID_INPUT"
+
+
+class Unauthenticated(ApiError):
+    status, code = 401, "UNAUTHENTICATED"
+
+    def __init__(self, detail: str = "a valid API key is required") -> None:
+        super().__init__(detail, {"WWW-Authenticate": 'Bearer realm="tidings"'})
+
+
+class Forbidden(ApiError):
+    status, code = 403, "FORBIDDEN"
+
+
+class PayloadTooLarge(ApiError):
+    status, code = 413, "PAYLOAD_TOO_LARGE"
+
+
+class InvalidWebhookSignature(ApiError):
+    status, code = 401, "INVALID_SIGNATURE"
+
+
+class InvalidWebhook(ApiError):
+    status, code = 400, "INVALID_WEBHOOK"
+
+
+class Unavailable(ApiError):
+    status, code = 503, "UNAVAILABLE"
+
+
+def problem(
+    status: int, code: str, detail: str, *, headers: Mapping[str, str] | None = None, **extra: Any
+) -> JSONResponse:
+    # Details can echo what a client sent; redacting them here means no
+    # handler can leak a phone number or address back by accident.
+    body = Problem(
+        type=f"urn:tidings:problem:{code.lower().replace('_', '-')}",
+        title=HTTPStatus(status).phrase,
+        status=status,
+        detail=redact_text(detail),
+        code=code,
+        **extra,
+    )
+    content = body.model_dump(exclude_none=True)
+    return JSONResponse(content, status_code=status, headers=headers, media_type=MEDIA_TYPE)
+
+
+def from_api_error(exc: ApiError) -> JSONResponse:
+    return problem(exc.status, exc.code, exc.detail, headers=exc.headers, **exc.extra)
+
+
+def from_domain_error(exc: TidingsError) -> JSONResponse:
+    if isinstance(exc, InvalidInput):
+        return problem(422, exc.code, exc.message, field=exc.field)
+    if isinstance(exc, AlreadyTerminal):
+        return problem(409, exc.code, str(exc), state=exc.state)
+    if isinstance(exc, NotFound):
+        # Every read is scoped to the caller's tenant, so another tenant's row
+        # raises exactly what a missing one does: nothing tells them apart.
+        return problem(404, exc.code, str(exc))
+    if isinstance(exc, Conflict | StaleTransition):
+        return problem(409, exc.code, str(exc))
+    return problem(400, exc.code, str(exc))
+
+
+def from_validation_error(exc: RequestValidationError) -> JSONResponse:
+    # Only pydantic's message and location: its `input` may hold a
+    # destination, so it is never echoed.
+    errors = [FieldProblem(field=_field(e["loc"]), message=e["msg"]) for e in exc.errors()]
+    first = errors[0] if errors else FieldProblem(field="body", message="invalid request")
+    return problem(
+        422,
+        "INVALID_INPUT",
+        f"{first.field}: {first.message}",
+        field=first.field,
+        errors=[e.model_dump(exclude_none=True) for e in errors],
+    )
+
+
+def from_http_error(exc: StarletteHTTPException) -> JSONResponse:
+    if exc.status_code == 400:
+        # FastAPI's answer to a body it cannot even decode (bad UTF-8): the
+        # same invalid input as malformed JSON, which it reports as 422.
+        return problem(422, "INVALID_INPUT", "body: could not be decoded", field="body")
+    codes = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}
+    code = codes.get(exc.status_code, f"HTTP_{exc.status_code}")
+    detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
+    return problem(exc.status_code, code, detail, headers=exc.headers)
+
+
+def internal_error() -> JSONResponse:
+    return problem(500, "INTERNAL", "an unexpected error occurred; it has been logged")
+
+
+def _field(loc: tuple[Any, ...] | list[Any]) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:]
+    return ".".join(parts) or "body"
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn each kind of error into a problem."""
+
+    async def api_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return from_api_error(exc)
+
+    async def domain_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, TidingsError)
+        return from_domain_error(exc)
+
+    async def validation_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return from_validation_error(exc)
+
+    async def http_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        return from_http_error(exc)
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(TidingsError, domain_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)

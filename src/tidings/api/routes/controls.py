@@ -1,0 +1,57 @@
+"""Operator controls: the kill switch and shadow mode, per channel/country."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from tidings.api.auth import Admin, Caller
+from tidings.api.openapi import WITH_BODY, responses
+from tidings.api.schemas import ControlIn, ControlList, ControlOut, ControlScope
+from tidings.store.database import Row, fetch_all
+
+router = APIRouter(prefix="/v1/controls", tags=["controls"])
+
+
+@router.put("/kill-switch", responses=responses(*WITH_BODY), summary="Stop sends in a scope")
+def kill_switch(body: ControlIn, caller: Admin) -> ControlOut:
+    return _set(caller, "kill_switch", body)
+
+
+@router.put(
+    "/shadow-mode", responses=responses(*WITH_BODY), summary="Decide but never send, in a scope"
+)
+def shadow_mode(body: ControlIn, caller: Admin) -> ControlOut:
+    return _set(caller, "shadow_mode", body)
+
+
+@router.get("", responses=responses(), summary="Every control ever set, on or off")
+def list_controls(caller: Admin) -> ControlList:
+    return ControlList(items=[_out(r) for r in _rows(caller)])
+
+
+def _set(caller: Caller, kind: str, body: ControlIn) -> ControlOut:
+    scope = body.scope
+    caller.tidings.set_control(
+        kind, body.enabled, channel=scope.channel, country=scope.country, actor=caller.actor
+    )
+    wanted = (kind, scope.channel or "", (scope.country or "").upper())
+    return next(_out(r) for r in _rows(caller) if (r["kind"], r["channel"], r["country"]) == wanted)
+
+
+def _rows(caller: Caller) -> list[Row]:
+    with caller.tidings.db.transaction() as conn:
+        return fetch_all(conn, "controls_of", {"tenant_id": caller.tenant})
+
+
+def _out(row: Row) -> ControlOut:
+    # Stored '' means "all"; the API says so with null.
+    scope: dict[str, Any] = {"channel": row["channel"] or None, "country": row["country"] or None}
+    return ControlOut(
+        kind=row["kind"],
+        enabled=row["enabled"],
+        scope=ControlScope(**scope),
+        updated_at=row["updated_at"],
+        updated_by=row["updated_by"],
+    )

@@ -1,0 +1,69 @@
+"""Intents: create (idempotent), read, cancel, timeline."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from fastapi import APIRouter, Response
+
+from tidings.api.auth import Caller, Reader, Sender
+from tidings.api.openapi import NOT_FOUND, WITH_BODY, responses
+from tidings.api.schemas import CancelIn, IntentIn, IntentOut, Timeline, TimelineEntryOut
+from tidings.domain.intent import Intent
+from tidings.intake import IntentRequest, create_or_replay
+from tidings.store import ledger
+
+router = APIRouter(prefix="/v1/intents", tags=["intents"])
+
+
+@router.post(
+    "",
+    status_code=201,
+    responses=responses(
+        *WITH_BODY, 409, extra={200: {"model": IntentOut, "description": "A replay of the key"}}
+    ),
+    summary="Record an intent to notify; a replayed key returns the first",
+)
+def create_intent(body: IntentIn, caller: Sender, response: Response) -> IntentOut:
+    intent, created = _create(caller, body)
+    if not created:
+        response.status_code = 200
+    return IntentOut.of(intent)
+
+
+@router.get("/{intent_id}", responses=responses(NOT_FOUND), summary="One intent and its attempts")
+def get_intent(intent_id: str, caller: Reader) -> IntentOut:
+    return IntentOut.of(caller.tidings.get(intent_id))
+
+
+@router.post(
+    "/{intent_id}/cancel",
+    responses=responses(*WITH_BODY, NOT_FOUND, 409),
+    summary="Stop any further attempt; 409 with the state when already terminal",
+)
+def cancel_intent(intent_id: str, body: CancelIn, caller: Sender) -> IntentOut:
+    caller.tidings.cancel(intent_id, body.reason.value, actor=caller.actor)
+    return IntentOut.of(caller.tidings.get(intent_id))
+
+
+@router.get("/{intent_id}/timeline", responses=responses(NOT_FOUND), summary="Everything, in order")
+def intent_timeline(intent_id: str, caller: Reader) -> Timeline:
+    entries = [TimelineEntryOut.of(e) for e in caller.tidings.timeline(intent_id)]
+    return Timeline(intent_id=UUID(intent_id), entries=entries)
+
+
+def _create(caller: Caller, body: IntentIn) -> tuple[Intent, bool]:
+    # Not `Tidings.notify`: the API must tell a creation (201) from a replay
+    # (200), and records the API key as the actor.
+    t = caller.tidings
+    raw: dict[str, Any] = body.model_dump(exclude_none=True)
+    request = IntentRequest.parse(now=t.clock.now(), **raw)
+    with t.db.transaction() as conn:
+        intent, created = create_or_replay(
+            conn, t.tenant, request, t.vault, t.clock.now(), caller.actor
+        )
+        if not created:  # the first intent as it is now, attempts included
+            current = ledger.get_intent(conn, t.tenant, intent.id, with_attempts=True)
+            intent = current or intent
+    return intent, created
