@@ -24,6 +24,8 @@ app = typer.Typer(
 )
 templates_app = typer.Typer(help="Template revisions.", no_args_is_help=True)
 policy_app = typer.Typer(help="Policy versions.", no_args_is_help=True)
+keys_app = typer.Typer(help="API keys.", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
 app.add_typer(templates_app, name="templates")
 app.add_typer(policy_app, name="policy")
 console = Console()
@@ -82,6 +84,76 @@ def simulator(
     if webhook_url:
         config["webhook_url"] = webhook_url
     run(host, port, **config)
+
+
+@app.command()
+def serve(
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+    host: str = "127.0.0.1",
+) -> None:
+    """Serve the HTTP API (and the console at /console)."""
+    from tidings.api.serve import serve as run_api
+    from tidings.providers.routing import adapters_from_settings, by_name
+
+    settings = Settings()
+    with _tidings() as t:
+        t.migrate()
+        try:
+            adapters = by_name(adapters_from_settings(settings))
+        except Exception:  # webhooks need adapters; the API itself does not
+            adapters = {}
+        run_api(host, port, t, adapters)
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: Annotated[str, typer.Option(help="the tenant the key acts for")],
+    scopes: Annotated[
+        str, typer.Option(help="comma-separated: send,read,admin,webhook")
+    ] = "send,read",
+    name: Annotated[str, typer.Option(help="a label for the key")] = "cli",
+) -> None:
+    """Create an API key; the key itself is the last word printed (shown once)."""
+    from tidings.store.api_keys import create_key
+
+    with _tidings(tenant) as t:
+        t.migrate()
+        with t.db.transaction() as conn:
+            key_id, plaintext = create_key(conn, tenant, scopes.split(","), name)
+    console.print(
+        f"key {key_id} for tenant {tenant} with scopes {scopes}: {plaintext}", soft_wrap=True
+    )
+
+
+@app.command()
+def up(
+    port: Annotated[int, typer.Option(help="API and console port")] = 8000,
+    simulator_port: Annotated[int, typer.Option(help="provider simulator port")] = 8099,
+) -> None:
+    """Everything at once: embedded database, API, console, worker, simulator."""
+    from tidings.devstack import DevStack
+
+    stack = DevStack(Settings(), api_port=port, simulator_port=simulator_port).start()
+    try:
+        key = stack.dev_key()
+        console.print(f"API       {stack.api_url}  (OpenAPI at {stack.api_url}/docs)")
+        console.print(f"console   {stack.api_url}/console")
+        console.print(f"simulator {stack.simulator_url}  (ledger at {stack.simulator_url}/_ledger)")
+        console.print(f"database  embedded, in {stack.settings.resolved_home() / 'pgdata'}")
+        console.print("Ctrl-C stops everything; intents are durable and resume on the next start.")
+        console.print(f"development API key: {key}", soft_wrap=True)
+        _stop_on_signals().wait()
+    finally:
+        stack.stop()
+    console.print("stopped")
+
+
+@app.command()
+def demo() -> None:
+    """The three source scenarios end to end, with a summary and a timeline."""
+    from tidings.demo.run import run_demo
+
+    raise typer.Exit(run_demo(console))
 
 
 @app.command()
@@ -176,3 +248,7 @@ def _stop_on_signals() -> threading.Event:
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -8,11 +8,23 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from tidings.api.routes import controls, events, health, intents, policies, templates, webhooks
+from tidings.api.routes import (
+    contacts,
+    controls,
+    events,
+    health,
+    intents,
+    jobs,
+    policies,
+    templates,
+    webhooks,
+)
 
 ROUTERS: tuple[APIRouter, ...] = (
     health.router,
     intents.router,
+    jobs.router,
+    contacts.router,
     templates.router,
     policies.router,
     controls.router,

@@ -1,0 +1,1 @@
+"""`tidings demo`: the three source scenarios end to end."""

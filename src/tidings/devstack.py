@@ -1,0 +1,161 @@
+"""Everything in one process tree, for trying tidings: the embedded
+database, the API (with the console), a worker, and the provider simulator
+as its own process wired as the provider for both channels.
+
+Used by `tidings up` and `tidings demo`. Stopping is orderly: the worker
+finishes and records in-flight sends, the API drains, the simulator exits,
+and the embedded database stops when its last user lets go. Everything is
+durable, so the next start carries on where this one stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import uvicorn
+
+from tidings.client import Tidings
+from tidings.config import Settings
+from tidings.dispatch.runner import Worker, WorkerConfig
+from tidings.providers.simulator_adapter import SimulatorAdapter
+from tidings.store.api_keys import create_key
+
+ALL_SCOPES = ("send", "read", "admin", "webhook")
+START_TIMEOUT = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class DevStack:
+    settings: Settings = field(default_factory=Settings)
+    api_port: int = 0
+    simulator_port: int = 0
+    simulator_config: dict[str, Any] = field(default_factory=dict)
+    worker_config: WorkerConfig = field(default_factory=WorkerConfig)
+
+    def __post_init__(self) -> None:
+        self.api_port = self.api_port or free_port()
+        self.simulator_port = self.simulator_port or free_port()
+        self.secret = self.settings.simulator_webhook_secret.get_secret_value()
+        # Names this run's keys, so a second demo in the same home is new work.
+        self.run_id = time.strftime("%Y%m%dT%H%M%S")
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._server: uvicorn.Server | None = None
+        self._simulator: subprocess.Popen[bytes] | None = None
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    @property
+    def simulator_url(self) -> str:
+        return f"http://127.0.0.1:{self.simulator_port}"
+
+    def start(self) -> DevStack:
+        self.tidings = Tidings(settings=self.settings)
+        self.tidings.migrate()
+        self._start_simulator()
+        self.adapter = SimulatorAdapter(self.simulator_url, self.secret)
+        self._start_api()
+        self.worker = Worker(
+            self.tidings, {"sms": self.adapter, "email": self.adapter}, config=self.worker_config
+        )
+        self._spawn(self.worker.run, self._stop, name="worker")
+        return self
+
+    def dev_key(self) -> str:
+        with self.tidings.db.transaction() as conn:
+            _, plaintext = create_key(conn, self.tidings.tenant, ALL_SCOPES, "tidings up")
+        return plaintext
+
+    def _start_simulator(self) -> None:
+        config = {"webhook_url": f"{self.api_url}/v1/webhooks/simulator", **self.simulator_config}
+        self._simulator = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tidings.providers.simulator",
+                "--port",
+                str(self.simulator_port),
+                "--webhook-url",
+                config.pop("webhook_url"),
+                "--webhook-secret",
+                self.secret,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ},
+        )
+        _wait_healthy(f"{self.simulator_url}/healthz", self._simulator)
+        if config:
+            httpx.put(f"{self.simulator_url}/_config", json=config, timeout=5).raise_for_status()
+
+    def _start_api(self) -> None:
+        from tidings.api.app import create_app
+
+        app = create_app(self.tidings, adapters={"simulator": self.adapter})
+        _mount_console(app, self.tidings)
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=self.api_port, log_level="warning", log_config=None
+        )
+        self._server = uvicorn.Server(config)
+        self._spawn(self._server.run, name="api")
+        _wait_healthy(f"{self.api_url}/healthz", None)
+
+    def _spawn(self, target: Any, *args: Any, name: str) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._server is not None:
+            self._server.should_exit = True
+        for thread in self._threads:
+            thread.join(timeout=35)
+        if self._simulator is not None:
+            self._simulator.terminate()
+            self._simulator.wait(timeout=10)
+        self.tidings.close()
+
+    def __enter__(self) -> DevStack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _mount_console(app: Any, tidings: Tidings) -> None:
+    try:
+        from tidings.console import console_router
+    except ImportError:
+        return
+    app.include_router(console_router(tidings), prefix="/console")
+
+
+def _wait_healthy(url: str, process: subprocess.Popen[bytes] | None) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"{url}: the process exited with {process.returncode}")
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)  # waiting on a real process to listen, with a deadline
+    raise RuntimeError(f"{url} did not answer within {START_TIMEOUT} s")
