@@ -51,6 +51,9 @@ def worker(
     email_concurrency: Annotated[int, typer.Option(help="parallel e-mail sends")] = 8,
     batch_size: Annotated[int, typer.Option(help="intents claimed per transaction")] = 50,
     lease_seconds: Annotated[float, typer.Option(help="worker lease per claimed intent")] = 30.0,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="serve this worker's provider-call metrics here")
+    ] = None,
 ) -> None:
     """Claim due intents, send them, reconcile and sweep, until SIGTERM."""
     from tidings.dispatch.runner import Worker, WorkerConfig
@@ -65,6 +68,10 @@ def worker(
     with _tidings() as t:
         t.migrate()
         w = Worker(t, adapters_from_settings(settings), config=config)
+        if metrics_port is not None:
+            from tidings.observability.metrics import serve_process_metrics
+
+            serve_process_metrics(metrics_port)
         console.print(f"worker {w.owner} running; channels: {', '.join(w.adapters)}")
         w.run(_stop_on_signals())
     console.print("worker stopped; in-flight sends recorded")

@@ -108,7 +108,6 @@ class DevStack:
         from tidings.api.app import create_app
 
         app = create_app(self.tidings, adapters={"simulator": self.adapter})
-        _mount_console(app, self.tidings)
         config = uvicorn.Config(
             app, host="127.0.0.1", port=self.api_port, log_level="warning", log_config=None
         )
@@ -137,14 +136,6 @@ class DevStack:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _mount_console(app: Any, tidings: Tidings) -> None:
-    try:
-        from tidings.console import console_router
-    except ImportError:
-        return
-    app.include_router(console_router(tidings), prefix="/console")
 
 
 def _wait_healthy(url: str, process: subprocess.Popen[bytes] | None) -> None:

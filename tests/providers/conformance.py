@@ -4,7 +4,9 @@ To run it for an adapter, subclass `AdapterConformance` in a test module and
 provide two fixtures: `adapter` (the adapter under test, pointed at its local
 peer) and `peer` (an object satisfying `PeerControl` for that peer). A peer
 that cannot stage a case raises `pytest.skip` from the method concerned; an
-adapter without lookups has those cases skipped by its capability flags.
+adapter without lookups has those cases skipped by its capability flags, and
+a peer whose provider sends no webhooks says so with `webhooks = False` (the
+adapter must then refuse webhook requests with ProviderConfigError).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from tidings.providers.base import (
     ObservedStatus,
     OutboundMessage,
     ProviderAdapter,
+    ProviderConfigError,
     RejectCode,
     Rejected,
     Retryable,
@@ -36,6 +39,7 @@ UNKNOWN_RAW_STATUS = "teleported-by-carrier"
 class PeerControl(Protocol):
     retry_after_seconds: float | None  # what the peer promises on a 429, None if nothing
     reject_code: RejectCode  # the normalized code the "reject" outcome must map to
+    # Optional: `webhooks = False` when the provider sends none (read with getattr).
 
     def message(self, outcome: Outcome, channel: str) -> OutboundMessage:
         """A message that, sent next, gets `outcome` (the peer arranges itself)."""
@@ -74,6 +78,10 @@ def channel_of(adapter: ProviderAdapter, channel: str) -> str:
 def need(flag: bool, what: str) -> None:
     if not flag:
         pytest.skip(f"adapter has no {what}")
+
+
+def has_webhooks(peer: PeerControl) -> bool:
+    return bool(getattr(peer, "webhooks", True))
 
 
 CHANNELS = pytest.mark.parametrize("channel", ["sms", "email"])
@@ -150,6 +158,7 @@ class AdapterConformance:
             assert adapter.find_by_key(new_key()) is None
 
     def test_valid_webhook_gives_observations_with_stable_dedupe_keys(self, adapter, peer):
+        need(has_webhooks(peer), "webhooks")
         key, pmid = self._accepted(adapter, peer)
         request = peer.webhook(pmid, key, "delivered")
         first = adapter.verify_webhook(request)
@@ -165,11 +174,20 @@ class AdapterConformance:
 
     @pytest.mark.parametrize("signature", ["missing", "wrong_secret", "tampered"])
     def test_unsigned_or_badly_signed_webhook_is_refused(self, adapter, peer, signature):
+        need(has_webhooks(peer), "webhooks")
         key, pmid = self._accepted(adapter, peer)
         with pytest.raises(InvalidSignature):
             adapter.verify_webhook(peer.webhook(pmid, key, "delivered", signature=signature))
 
+    def test_adapter_without_webhooks_refuses_them(self, adapter, peer):
+        if has_webhooks(peer):
+            pytest.skip("the provider sends webhooks")
+        request = WebhookRequest("POST", "https://tidings.test/hook", {}, b"{}")
+        with pytest.raises(ProviderConfigError):
+            adapter.verify_webhook(request)
+
     def test_unknown_raw_status_is_unknown_and_kept(self, adapter, peer):
+        need(has_webhooks(peer), "webhooks")
         key, pmid = self._accepted(adapter, peer)
         [observation] = adapter.verify_webhook(peer.webhook(pmid, key, UNKNOWN_RAW_STATUS))
         assert observation.status is ObservedStatus.unknown
@@ -181,12 +199,16 @@ class AdapterConformance:
         assert (status, code) == (ObservedStatus.unknown, RejectCode.UNKNOWN.value)
 
     def test_raw_destination_never_kept_in_observations(self, adapter, peer):
+        if not (has_webhooks(peer) or adapter.supports_lookup):
+            pytest.skip("adapter has neither webhooks nor lookups: it makes no observations")
         channel = sorted(adapter.channels)[0]
         message = peer.message("accept", channel)
         key = new_key()
         pmid = adapter.send(message, key).provider_message_id
-        request = peer.webhook(pmid, key, "delivered", destination=message.to)
-        observations = adapter.verify_webhook(request)
+        observations = []
+        if has_webhooks(peer):
+            request = peer.webhook(pmid, key, "delivered", destination=message.to)
+            observations += adapter.verify_webhook(request)
         if adapter.supports_lookup:
             observations.append(adapter.status(pmid))
         for observation in observations:

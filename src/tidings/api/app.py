@@ -21,6 +21,8 @@ from tidings.api.middleware import BodyLimit, CatchAll
 from tidings.api.openapi import problems_as_problem_json
 from tidings.api.routes import ROUTERS
 from tidings.client import Tidings
+from tidings.console import console_router
+from tidings.observability.metrics import metrics_router
 from tidings.providers.base import ProviderAdapter
 
 API_VERSION = "1.0.0"
@@ -52,6 +54,8 @@ def create_app(
     app.state.api_settings = config
     for router in ROUTERS:
         app.include_router(router)
+    app.include_router(metrics_router())
+    app.include_router(console_router(tidings), prefix="/console")
     problems.install(app)
     # Last added runs first: the size limit guards everything, and CatchAll
     # sits inside it so even a failing handler answers problem+json.

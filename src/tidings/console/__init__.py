@@ -1,0 +1,5 @@
+"""The operator console: `console_router(tidings)`, mounted at /console."""
+
+from tidings.console.router import console_router
+
+__all__ = ["console_router"]

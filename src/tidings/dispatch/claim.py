@@ -20,6 +20,7 @@ from tidings.domain.intent import Intent
 from tidings.domain.keys import attempt_key
 from tidings.domain.policy import Decision, Policy, dispatch_action, limit_decision
 from tidings.domain.transitions import Event
+from tidings.observability.metrics import record_rate_limit_wait
 from tidings.store import ledger
 from tidings.store.database import execute, fetch_all
 
@@ -79,6 +80,8 @@ def _apply(
         if room.allowed:
             return _start_attempt(conn, intent, result, request, now, actor, detail)
         decision = limit_decision(result.policy, room, now)
+        if room.key is not None and decision.retry_after_seconds is not None:
+            record_rate_limit_wait(room.key.scope, decision.retry_after_seconds)
         result = GateResult(_verdict_for(decision, intent), decision, result.policy)
         detail = {"code": decision.code, "verdict": result.verdict.value, "detail": decision.detail}
         code, version = decision.code, decision.policy_version

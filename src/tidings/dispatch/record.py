@@ -22,6 +22,7 @@ from tidings.domain.limits import LimitCheck
 from tidings.domain.schedules import next_check_at, retry_delay
 from tidings.domain.states import AttemptState
 from tidings.domain.transitions import Event
+from tidings.observability.metrics import record_rate_limit_wait
 from tidings.providers.base import (
     Accepted,
     Indeterminate,
@@ -169,6 +170,8 @@ def _deferred(
     delay = retry_delay(result.retry_after_seconds, claimed.policy.retry, claimed.n, rng, remaining)
     if delay is None:  # no useful validity left: the deadline sweep expires it
         delay = remaining or 0.0
+    if result.code is RejectCode.RATE_LIMITED:
+        record_rate_limit_wait("provider", delay)
     move = ledger.Move(next_due_at=now + timedelta(seconds=delay), decision_code=result.code.value)
     detail = {
         "code": result.code.value,

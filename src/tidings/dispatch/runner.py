@@ -34,6 +34,8 @@ from tidings.dispatch.record import record_limit_deferred, record_prepare_failur
 from tidings.dispatch.retention import purge
 from tidings.dispatch.sweep import sweep
 from tidings.jobs.prepare import prepare_next
+from tidings.observability.alerts import AlertSweeper
+from tidings.observability.metrics import outcome_of, record_provider_call
 from tidings.providers.base import (
     Indeterminate,
     ProviderAdapter,
@@ -86,6 +88,7 @@ class Worker:
         self._wake = {channel: threading.Event() for channel in self.adapters}
         self._inflight: set[Any] = set()
         self._inflight_lock = threading.Lock()
+        self.alerts = AlertSweeper(tidings)
 
     # --- one step at a time (tests drive these with a manual clock) -----
 
@@ -235,6 +238,7 @@ class Worker:
                 self.heartbeat()
                 self.prepare_jobs_once()
                 self.sweep_once()
+                self.alerts.tick(self.t.clock.now())
                 self.reconcile_once()
                 if time.monotonic() - last_purge >= self.config.purge_interval:
                     purge(self.t.db, self.t.clock.now())
@@ -244,6 +248,17 @@ class Worker:
 
 
 def _call(adapter: ProviderAdapter, message: Any, key: str) -> SendResult:
+    started = time.monotonic()
+    result: SendResult | None = None
+    try:
+        result = _send(adapter, message, key)
+        return result
+    finally:
+        seconds = time.monotonic() - started
+        record_provider_call(adapter.name, message.channel, outcome_of(result), seconds)
+
+
+def _send(adapter: ProviderAdapter, message: Any, key: str) -> SendResult:
     try:
         return adapter.send(message, key)
     except ProviderConfigError as exc:  # raised before any request: certainly not sent

@@ -109,7 +109,7 @@ def get_job(job_id: str, caller: Reader) -> JobStatus:
 
 @router.get(
     "/{job_id}/recipients",
-    responses=responses(NOT_FOUND),
+    responses=responses(NOT_FOUND, 422),
     summary="Recipients of the frozen audience, by a stable cursor",
 )
 def get_recipients(

@@ -1,0 +1,397 @@
+"""Prometheus metrics: ledger numbers read from rows at scrape time, plus a
+few process-local counters for things that only happen in memory.
+
+Why from rows: a counter kept beside the ledger drifts (a crash between
+the commit and the increment, a second process, a restart) and then
+disagrees with the one place that answers "did it reach anyone?". Every
+ledger metric below is therefore a query over intents, attempts,
+observations and transitions, run when Prometheus scrapes (invariant 7).
+Only provider call latency/outcomes and rate-limit waits are counted in
+process, because no row records them.
+
+    body, content_type = render_metrics(tidings)      # GET /metrics
+    record_provider_call("twilio", "sms", "accepted", 0.21)
+    record_rate_limit_wait("recipient", 30.0)
+
+Every series carries a `tenant` label: one scrape covers every tenant.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime
+from typing import Any
+
+import prometheus_client
+import psycopg
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client import generate_latest as _generate_latest
+from prometheus_client import start_http_server as _start_http_server
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from tidings.client import Tidings
+from tidings.domain.states import TERMINAL_INTENT, IntentState
+from tidings.domain.transitions import TABLE
+from tidings.providers.base import SendResult
+from tidings.store.database import Row, fetch_all, fetch_one
+
+log = logging.getLogger("tidings.metrics")
+
+CHANNELS = ("sms", "email")
+# A slow scrape gives up rather than hold a pooled connection: Prometheus
+# retries on its next interval, and tidings_ledger_up says what happened.
+SCRAPE_TIMEOUT_MS = 5000
+ATTEMPT_BUCKETS = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0)
+LATENCY_BUCKETS = (
+    1.0,
+    5.0,
+    15.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+    1800.0,
+    3600.0,
+    21600.0,
+    86400.0,
+)
+
+# The stable names (tests pin them; dashboards and alert rules use them).
+LEDGER_METRICS: tuple[str, ...] = (
+    "tidings_ledger_up",
+    "tidings_intents",
+    "tidings_intents_by_code",
+    "tidings_suppressed_total",
+    "tidings_due_intents",
+    "tidings_oldest_due_intent_age_seconds",
+    "tidings_unreconciled_intents",
+    "tidings_oldest_unreconciled_age_seconds",
+    "tidings_last_successful_reconciliation_timestamp_seconds",
+    "tidings_due_status_checks",
+    "tidings_poll_lag_seconds",
+    "tidings_attempts_per_intent",
+    "tidings_accept_to_terminal_seconds",
+    "tidings_lease_recoveries_total",
+    "tidings_impossible_transitions_total",
+)
+PROCESS_METRICS: tuple[str, ...] = (
+    "tidings_provider_calls_total",
+    "tidings_provider_call_seconds",
+    "tidings_rate_limit_waits_total",
+    "tidings_rate_limit_wait_seconds",
+)
+METRIC_NAMES: tuple[str, ...] = LEDGER_METRICS + PROCESS_METRICS
+
+# --- process-local: what happens in memory and leaves no row -------------
+
+PROCESS_REGISTRY = CollectorRegistry()
+_PROVIDER_CALLS = Counter(
+    "tidings_provider_calls",
+    "Provider send calls made by this process, by outcome "
+    "(accepted, retryable, rejected, indeterminate, error).",
+    ["provider", "channel", "outcome"],
+    registry=PROCESS_REGISTRY,
+)
+_PROVIDER_CALL_SECONDS = Histogram(
+    "tidings_provider_call_seconds",
+    "Wall time of provider send calls made by this process.",
+    ["provider", "channel"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+    registry=PROCESS_REGISTRY,
+)
+_RATE_LIMIT_WAITS = Counter(
+    "tidings_rate_limit_waits",
+    "Times this process deferred an intent because a rate allowance was used up.",
+    ["scope"],
+    registry=PROCESS_REGISTRY,
+)
+_RATE_LIMIT_WAIT_SECONDS = Histogram(
+    "tidings_rate_limit_wait_seconds",
+    "How far a rate-limit deferral pushed the intent's next eligible time.",
+    ["scope"],
+    buckets=(1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 21600.0),
+    registry=PROCESS_REGISTRY,
+)
+
+# `_created` series double every family's output and mean nothing to an
+# operator; turned off before any metric is made.
+prometheus_client.disable_created_metrics()
+
+
+def record_provider_call(provider: str, channel: str, outcome: str, seconds: float) -> None:
+    """Count one provider send call and its latency (call it after `send`)."""
+    _PROVIDER_CALLS.labels(provider, channel, outcome).inc()
+    _PROVIDER_CALL_SECONDS.labels(provider, channel).observe(max(0.0, seconds))
+
+
+def record_rate_limit_wait(scope: str, seconds: float) -> None:
+    """Count one deferral for a used-up allowance (`scope`: recipient, tenant, ...)."""
+    _RATE_LIMIT_WAITS.labels(scope).inc()
+    _RATE_LIMIT_WAIT_SECONDS.labels(scope).observe(max(0.0, seconds))
+
+
+def outcome_of(result: SendResult | None) -> str:
+    """The `outcome` label for a send result; None means the adapter raised."""
+    return "error" if result is None else type(result).__name__.lower()
+
+
+# --- the transition table as rows, shared with the alerts ----------------
+
+# Creation is audited with no from_state: a direct intent starts pending; a
+# bulk job may create it already excluded (a terminal decision).
+CREATION: tuple[tuple[str, str, str], ...] = (
+    ("", "create", IntentState.PENDING.value),
+    *(
+        ("", "create_excluded", s.value)
+        for s in sorted(TERMINAL_INTENT)
+        if s not in (IntentState.DELIVERED, IntentState.UNKNOWN)
+    ),
+)
+
+
+def allowed_transitions() -> dict[str, list[str]]:
+    """(from, event, to) triples the table allows, as three parallel arrays."""
+    triples = [*CREATION, *((s.value, e.value, r.target.value) for (s, e), r in TABLE.items())]
+    return {
+        "froms": [t[0] for t in triples],
+        "events": [t[1] for t in triples],
+        "tos": [t[2] for t in triples],
+    }
+
+
+# --- ledger metrics: computed from rows at scrape time ------------------
+
+
+class LedgerCollector(Collector):
+    """Reads the ledger when collected. Register it in a registry per app."""
+
+    def __init__(self, tidings: Tidings) -> None:
+        self.t = tidings
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # describing would mean querying at registration time
+
+    def collect(self) -> Iterable[Metric]:
+        now = self.t.clock.now()
+        up = GaugeMetricFamily(
+            "tidings_ledger_up", "1 when the last scrape could read the ledger rows, else 0."
+        )
+        try:
+            with self.t.db.transaction() as conn:
+                fetch_one(conn, "metrics_statement_timeout", {"ms": str(SCRAPE_TIMEOUT_MS)})
+                families = list(_ledger_families(conn, now))
+        except psycopg.Error as exc:
+            log.warning("metrics: ledger unreadable: %s", type(exc).__name__)
+            up.add_metric([], 0.0)
+            return [up]
+        up.add_metric([], 1.0)
+        return [up, *families]
+
+
+def _ledger_families(conn: psycopg.Connection[Any], now: datetime) -> Iterator[Metric]:
+    by_state = fetch_all(conn, "metrics_intents_by_state", {})
+    tenants = sorted({r["tenant_id"] for r in by_state})
+    yield _intents(by_state, tenants)
+    yield from _codes(fetch_all(conn, "metrics_intents_by_code", {}))
+    yield from _due(fetch_all(conn, "metrics_due", {"now": now}), tenants, now)
+    yield from _unreconciled(fetch_all(conn, "metrics_unreconciled", {}), now)
+    yield _last_reconciliation(fetch_all(conn, "metrics_last_reconciliation", {}))
+    yield from _poll_lag(fetch_all(conn, "metrics_poll_lag", {"now": now}), tenants, now)
+    yield _histogram(
+        "tidings_attempts_per_intent",
+        "Attempts each terminal intent took (0: decided without a send).",
+        fetch_all(conn, "metrics_attempts_histogram", {"bounds": list(ATTEMPT_BUCKETS)}),
+    )
+    yield _histogram(
+        "tidings_accept_to_terminal_seconds",
+        "From provider acceptance to terminal evidence, per terminal intent.",
+        fetch_all(conn, "metrics_accept_to_terminal_histogram", {"bounds": list(LATENCY_BUCKETS)}),
+    )
+    yield from _audit(fetch_all(conn, "metrics_transition_audit", allowed_transitions()), tenants)
+
+
+def _intents(rows: list[Row], tenants: list[str]) -> Metric:
+    family = GaugeMetricFamily(
+        "tidings_intents", "Intents by current state.", labels=["tenant", "state"]
+    )
+    # Every state appears for every tenant, so a rate or a ratio never sees a gap.
+    counts = {(r["tenant_id"], r["state"]): r["n"] for r in rows}
+    for tenant in tenants:
+        for state in IntentState:
+            family.add_metric([tenant, state.value], counts.get((tenant, state.value), 0))
+    return family
+
+
+def _codes(rows: list[Row]) -> Iterator[Metric]:
+    by_code = GaugeMetricFamily(
+        "tidings_intents_by_code",
+        "Intents by the policy or outcome code of their latest decision.",
+        labels=["tenant", "code"],
+    )
+    suppressed = CounterMetricFamily(
+        "tidings_suppressed",
+        "Intents the policy suppressed, by code (counted from rows).",
+        labels=["tenant", "code"],
+    )
+    for row in rows:
+        by_code.add_metric([row["tenant_id"], row["code"]], row["n"])
+        if row["suppressed"]:
+            suppressed.add_metric([row["tenant_id"], row["code"]], row["suppressed"])
+    yield by_code
+    yield suppressed
+
+
+def _due(rows: list[Row], tenants: list[str], now: datetime) -> Iterator[Metric]:
+    count = GaugeMetricFamily(
+        "tidings_due_intents", "Intents due now and not claimed.", labels=["tenant", "channel"]
+    )
+    age = GaugeMetricFamily(
+        "tidings_oldest_due_intent_age_seconds",
+        "How long the oldest due, unclaimed intent has been due (0: none).",
+        labels=["tenant", "channel"],
+    )
+    found = {(r["tenant_id"], r["channel"]): r for r in rows}
+    for key in sorted(set(found) | {(t, c) for t in tenants for c in CHANNELS}):
+        row = found.get(key)
+        count.add_metric(list(key), row["n"] if row else 0)
+        age.add_metric(list(key), _age(now, row["oldest"]) if row else 0.0)
+    yield count
+    yield age
+
+
+def _unreconciled(rows: list[Row], now: datetime) -> Iterator[Metric]:
+    labels = ["tenant", "event_class", "channel"]
+    count = GaugeMetricFamily(
+        "tidings_unreconciled_intents",
+        "Intents sent or being sent with no terminal evidence yet.",
+        labels=labels,
+    )
+    age = GaugeMetricFamily(
+        "tidings_oldest_unreconciled_age_seconds",
+        "Age (since creation) of the oldest intent without terminal evidence.",
+        labels=labels,
+    )
+    for row in rows:
+        values = [row["tenant_id"], row["event_class"], row["channel"]]
+        count.add_metric(values, row["n"])
+        age.add_metric(values, _age(now, row["oldest"]))
+    yield count
+    yield age
+
+
+def _last_reconciliation(rows: list[Row]) -> Metric:
+    family = GaugeMetricFamily(
+        "tidings_last_successful_reconciliation_timestamp_seconds",
+        "Unix time of the newest polled, looked-up or webhook observation.",
+        labels=["tenant", "channel"],
+    )
+    for row in rows:
+        family.add_metric([row["tenant_id"], row["channel"]], row["at"].timestamp())
+    return family
+
+
+def _poll_lag(rows: list[Row], tenants: list[str], now: datetime) -> Iterator[Metric]:
+    count = GaugeMetricFamily(
+        "tidings_due_status_checks", "Status checks due and not done.", labels=["tenant"]
+    )
+    lag = GaugeMetricFamily(
+        "tidings_poll_lag_seconds",
+        "How far the oldest due status check is behind its time (0: none).",
+        labels=["tenant"],
+    )
+    found = {r["tenant_id"]: r for r in rows}
+    for tenant in sorted(set(found) | set(tenants)):
+        row = found.get(tenant)
+        count.add_metric([tenant], row["n"] if row else 0)
+        lag.add_metric([tenant], _age(now, row["oldest"]) if row else 0.0)
+    yield count
+    yield lag
+
+
+def _histogram(name: str, documentation: str, rows: list[Row]) -> Metric:
+    family = HistogramMetricFamily(name, documentation, labels=["tenant", "channel"])
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for row in rows:
+        groups.setdefault((row["tenant_id"], row["channel"]), []).append(row)
+    for key, group in sorted(groups.items()):
+        buckets: list[tuple[str, float]] = [(repr(float(r["le"])), r["n"]) for r in group]
+        buckets.append(("+Inf", group[0]["count"]))
+        family.add_metric(list(key), buckets, sum_value=float(group[0]["sum"] or 0.0))
+    return family
+
+
+def _audit(rows: list[Row], tenants: list[str]) -> Iterator[Metric]:
+    recoveries = CounterMetricFamily(
+        "tidings_lease_recoveries",
+        "Sends whose worker lease expired and were reconciled instead (from transitions).",
+        labels=["tenant"],
+    )
+    impossible = CounterMetricFamily(
+        "tidings_impossible_transitions",
+        "Audited transitions the transition table does not allow. Must stay 0.",
+        labels=["tenant"],
+    )
+    found = {r["tenant_id"]: r for r in rows}
+    for tenant in sorted(set(found) | set(tenants)):
+        row: Mapping[str, Any] = found.get(tenant, {})
+        recoveries.add_metric([tenant], row.get("lease_recoveries", 0))
+        impossible.add_metric([tenant], row.get("impossible", 0))
+    yield recoveries
+    yield impossible
+
+
+def _age(now: datetime, then: datetime | None) -> float:
+    return 0.0 if then is None else max(0.0, (now - then).total_seconds())
+
+
+# --- exposition -----------------------------------------------------------
+
+
+class _ProcessLocal(Collector):
+    def collect(self) -> Iterable[Metric]:
+        return PROCESS_REGISTRY.collect()
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+
+def render_metrics(tidings: Tidings) -> tuple[bytes, str]:
+    """The Prometheus text for GET /metrics: ledger rows plus this process."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LedgerCollector(tidings))
+    registry.register(_ProcessLocal())
+    started = time.perf_counter()
+    body = _generate_latest(registry)
+    log.debug("metrics rendered in %.3fs", time.perf_counter() - started)
+    return body, CONTENT_TYPE_LATEST
+
+
+def metrics_router() -> APIRouter:
+    """`GET /metrics` for the API app (reads `app.state.tidings`)."""
+    router = APIRouter(tags=["observability"])
+
+    @router.get("/metrics", include_in_schema=False)
+    def metrics(request: Request) -> Response:
+        body, content_type = render_metrics(request.app.state.tidings)
+        return Response(content=body, media_type=content_type)
+
+    return router
+
+
+def serve_process_metrics(port: int, addr: str = "127.0.0.1") -> None:
+    """Expose only the process-local metrics (for a worker with no HTTP API).
+
+    The ledger metrics come from the API's /metrics; serving them here as
+    well would make every worker a second copy of the same numbers.
+    """
+    _start_http_server(port, addr=addr, registry=PROCESS_REGISTRY)

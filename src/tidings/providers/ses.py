@@ -1,0 +1,250 @@
+"""Amazon SES v2 (``SendEmail``): Simple content, or Raw MIME when there are attachments.
+
+SES takes no idempotency key and offers no per-message lookup; our attempt
+key travels in ``EmailTags`` (escaped into the tag alphabet, so it comes back
+whole) and returns in every configuration-set event, which reaches us
+through an SNS topic. Attachment bytes are loaded at send time through the
+adapter's attachment_loader, never stored with the attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from email.message import EmailMessage
+from typing import Any, ClassVar
+
+from botocore.exceptions import ClientError
+
+from tidings.providers import settings as cfg
+from tidings.providers.aws_base import AwsAdapter, boto_client, error_parts
+from tidings.providers.base import (
+    DEFAULT_TIMEOUT,
+    AttachmentLoader,
+    Observation,
+    ObservedStatus,
+    OutboundMessage,
+    ProviderConfigError,
+    ProviderError,
+    RejectCode,
+    Rejected,
+    SendResult,
+    WebhookRequest,
+    register,
+    stable_key,
+)
+from tidings.providers.correlation import carry, escape_tag, unescape_tag
+from tidings.providers.sns_signature import SnsVerifier
+
+TAG_NAME = "tidings_attempt"
+TAG_LIMIT = 256  # MessageTag value: at most 256 of [A-Za-z0-9_-]
+# Where each event type keeps its own time (SES event publishing record contents).
+_EVENT_OBJECT = {
+    "bounce": "bounce",
+    "complaint": "complaint",
+    "delivery": "delivery",
+    "deliverydelay": "deliveryDelay",
+    "open": "open",
+    "click": "click",
+    "reject": "reject",
+    "rendering failure": "failure",
+    "subscription": "subscription",
+}
+# Words in a BadRequest message that say the recipient address is what is wrong
+# ("Illegal address", "Missing final '@domain'", moto's "Missing domain").
+_ADDRESS_WORDS = ("address", "domain", "recipient", "@")
+# The event types whose meaning is a failure reason: they are their own code.
+_SELF_CODED = frozenset({"complaint", "reject", "rendering failure"})
+
+
+class SesAdapter(AwsAdapter):
+    name = "ses"
+    channels = frozenset({"email"})
+    operation = "send_email"
+    status_map: ClassVar[Mapping[str, ObservedStatus]] = {
+        "send": ObservedStatus.accepted,
+        "deliverydelay": ObservedStatus.accepted,  # SES is still trying
+        "delivery": ObservedStatus.delivered,
+        "open": ObservedStatus.delivered,
+        "click": ObservedStatus.delivered,
+        # A complaint comes after delivery; the code carries the complaint.
+        "complaint": ObservedStatus.delivered,
+        "bounce": ObservedStatus.undelivered,  # Permanent bounces: see map_status
+        "reject": ObservedStatus.failed,  # virus found: SES never tried
+        "rendering failure": ObservedStatus.failed,
+    }
+    code_map: ClassVar[Mapping[str, RejectCode]] = {
+        # bounceType of Bounce events
+        "permanent": RejectCode.BOUNCED,
+        "transient": RejectCode.BOUNCED,
+        "undetermined": RejectCode.BOUNCED,
+        # self-coded event types
+        "complaint": RejectCode.COMPLAINT,
+        "reject": RejectCode.CONTENT_REJECTED,
+        "rendering failure": RejectCode.CONTENT_REJECTED,
+        # SendEmail errors
+        "messagerejected": RejectCode.CONTENT_REJECTED,
+        "mailfromdomainnotverifiedexception": RejectCode.AUTH_FAILED,
+        "accountsuspendedexception": RejectCode.AUTH_FAILED,
+        "sendingpausedexception": RejectCode.AUTH_FAILED,
+    }
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        sender: str | None = None,
+        configuration_set: str | None = None,
+        sns_verifier: SnsVerifier | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        attachment_loader: AttachmentLoader | None = None,
+    ):
+        super().__init__(client, timeout=timeout, attachment_loader=attachment_loader)
+        self._sender = sender
+        self._configuration_set = configuration_set
+        self._verifier = sns_verifier or SnsVerifier()
+
+    # --- send ---------------------------------------------------------------
+
+    def build_request(self, message: OutboundMessage, idempotency_key: str) -> dict[str, Any]:
+        sender = message.sender or self._sender
+        if not sender:
+            raise ProviderConfigError("ses needs a sender: set 'from' or the message sender")
+        request: dict[str, Any] = {
+            "FromEmailAddress": sender,
+            "Destination": {"ToAddresses": [message.to]},
+            "Content": self._content(message, sender),
+            "EmailTags": [{"Name": TAG_NAME, "Value": tag_value(idempotency_key)}],
+        }
+        if self._configuration_set:
+            request["ConfigurationSetName"] = self._configuration_set
+        return request
+
+    def _content(self, message: OutboundMessage, sender: str) -> dict[str, Any]:
+        if message.attachments:
+            return {"Raw": {"Data": self._mime(message, sender).as_bytes()}}
+        return {
+            "Simple": {
+                "Subject": {"Data": message.subject or "", "Charset": "UTF-8"},
+                "Body": {"Text": {"Data": message.body, "Charset": "UTF-8"}},
+            }
+        }
+
+    def _mime(self, message: OutboundMessage, sender: str) -> EmailMessage:
+        mime = EmailMessage()
+        mime["From"] = sender
+        mime["To"] = message.to
+        mime["Subject"] = message.subject or ""
+        mime.set_content(message.body)
+        for ref in message.attachments:
+            maintype, _, subtype = ref.content_type.partition("/")
+            data = self.load_attachment(ref)
+            mime.add_attachment(
+                data,
+                maintype=maintype or "application",
+                subtype=subtype or "octet-stream",
+                filename=ref.filename,
+            )
+        return mime
+
+    def parse_error(self, exc: ClientError) -> SendResult:
+        code, _, http, detail = error_parts(exc)
+        if code in ("BadRequestException", "InvalidParameterValue"):
+            # One code for a malformed address and any other bad field; the text tells.
+            bad_address = any(word in detail.lower() for word in _ADDRESS_WORDS)
+            reason = RejectCode.INVALID_DESTINATION if bad_address else RejectCode.CONTENT_REJECTED
+            return Rejected(reason, detail, http)
+        return super().parse_error(exc)
+
+    # --- events (configuration-set event destination -> SNS -> us) ----------
+
+    def map_status(
+        self, raw_status: str, raw_code: str | None
+    ) -> tuple[ObservedStatus, str | None]:
+        status, code = super().map_status(raw_status, raw_code)
+        if raw_status.lower() == "bounce" and (raw_code or "").lower() == "permanent":
+            status = ObservedStatus.failed  # a hard bounce: resending to it cannot help
+        return status, code
+
+    def verify_webhook(self, request: WebhookRequest) -> list[Observation]:
+        event = self._verifier.notification(request.body)
+        if event is None:
+            return []
+        if not isinstance(event, dict) or not isinstance(event.get("mail"), dict):
+            raise ProviderError("ses event lacks its mail object")
+        return [self._observation(event)]
+
+    def _observation(self, event: dict[str, Any]) -> Observation:
+        raw_status = str(event.get("eventType") or event.get("notificationType") or "")
+        raw_code = _raw_code(raw_status, event)
+        status, code = self.map_status(raw_status, raw_code)
+        mail = event["mail"]
+        stamp = _timestamp(raw_status, event)
+        return Observation(
+            provider=self.name,
+            provider_message_id=mail.get("messageId"),
+            attempt_key=_attempt_key(mail.get("tags")),
+            status=status,
+            code=code,
+            raw_status=raw_status,
+            occurred_at=_parse_time(stamp),
+            dedupe_key=stable_key(self.name, mail.get("messageId"), raw_status, stamp),
+            raw=event,
+            raw_code=raw_code,
+        )
+
+
+def tag_value(key: str) -> str:
+    escaped = escape_tag(key)
+    return escaped if len(escaped) <= TAG_LIMIT else carry(key, TAG_LIMIT)
+
+
+def _attempt_key(tags: object) -> str | None:
+    if not isinstance(tags, dict):
+        return None
+    values = tags.get(TAG_NAME)
+    value = values[0] if isinstance(values, list) and values else None
+    if not isinstance(value, str) or value.startswith("sha256-"):
+        return None
+    return unescape_tag(value)
+
+
+def _raw_code(raw_status: str, event: Mapping[str, Any]) -> str | None:
+    kind = raw_status.lower()
+    if kind == "bounce":
+        bounce = event.get("bounce") or {}
+        return str(bounce.get("bounceType") or "Undetermined")
+    return raw_status if kind in _SELF_CODED else None
+
+
+def _timestamp(raw_status: str, event: Mapping[str, Any]) -> str | None:
+    detail = event.get(_EVENT_OBJECT.get(raw_status.lower(), ""), None)
+    if isinstance(detail, dict) and isinstance(detail.get("timestamp"), str):
+        return str(detail["timestamp"])
+    stamp = event["mail"].get("timestamp")
+    return stamp if isinstance(stamp, str) else None
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.utcoffset() is not None else None
+
+
+def _from_settings(settings: Mapping[str, Any]) -> SesAdapter:
+    timeout = cfg.timeout(settings, "ses")
+    return SesAdapter(
+        boto_client("sesv2", settings, "ses", timeout),
+        sender=cfg.required(settings, "from", "ses"),
+        configuration_set=cfg.optional(settings, "configuration_set"),
+        sns_verifier=SnsVerifier(topic_arns=cfg.words(settings, "sns_topic_arns")),
+        timeout=timeout,
+        attachment_loader=cfg.loader(settings),
+    )
+
+
+register("ses", _from_settings)

@@ -1,0 +1,317 @@
+-- Observability: metrics computed from rows at scrape time, the alert
+-- conditions the sweeper evaluates, alert persistence, and the console's
+-- reads. Every number here is derived from ledger rows (invariant 7); no
+-- counter is kept on the side. State lists are written out literally where
+-- a partial index has the same predicate, so the planner can use it.
+
+-- name: metrics_intents_by_state
+SELECT tenant_id, state, count(*) AS n
+FROM intents
+GROUP BY tenant_id, state;
+
+-- name: metrics_intents_by_code
+SELECT tenant_id, decision_code AS code, count(*) AS n,
+       count(*) FILTER (WHERE state = 'suppressed') AS suppressed
+FROM intents
+WHERE decision_code IS NOT NULL
+GROUP BY tenant_id, decision_code;
+
+-- name: metrics_due
+-- Intents a worker could claim now. Same predicate as intents_due.
+SELECT tenant_id, channel, min(next_due_at) AS oldest, count(*) AS n
+FROM intents
+WHERE state IN ('pending', 'resend_due') AND next_due_at <= %(now)s
+GROUP BY tenant_id, channel;
+
+-- name: metrics_unreconciled
+-- Sent (or being sent) with no terminal evidence yet. Same predicate as
+-- intents_unreconciled; age counts from creation, like the delivery objective.
+SELECT tenant_id, event_class, channel, min(created_at) AS oldest, count(*) AS n
+FROM intents
+WHERE state IN ('sending', 'accepted', 'reconciling')
+GROUP BY tenant_id, event_class, channel;
+
+-- name: metrics_last_reconciliation
+-- The newest evidence that reconciliation works: an observation we polled,
+-- looked up or received by webhook (a send's own answer does not count).
+SELECT o.tenant_id, a.channel, max(o.received_at) AS at
+FROM observations o
+JOIN attempts a ON a.tenant_id = o.tenant_id AND a.intent_id = o.intent_id AND a.n = o.attempt_n
+WHERE o.source IN ('poll', 'lookup', 'webhook')
+GROUP BY o.tenant_id, a.channel;
+
+-- name: metrics_poll_lag
+-- Status checks that are due and not done. Same predicate as attempts_checks.
+SELECT tenant_id, min(next_check_at) AS oldest, count(*) AS n
+FROM attempts
+WHERE state IN ('sending', 'accepted', 'unknown') AND next_check_at IS NOT NULL
+  AND next_check_at <= %(now)s
+GROUP BY tenant_id;
+
+-- name: metrics_attempts_histogram
+-- Attempts each finished intent took, as cumulative histogram buckets.
+-- Each row of d meets every bucket once, so count(*) per group is the total.
+WITH d AS (
+    SELECT tenant_id, channel, attempt_count::float8 AS v
+    FROM intents WHERE terminal_at IS NOT NULL
+)
+SELECT d.tenant_id, d.channel, b.le, count(*) FILTER (WHERE d.v <= b.le) AS n,
+       count(*) AS count, sum(d.v) AS sum
+FROM d CROSS JOIN unnest(%(bounds)s::float8[]) AS b (le)
+GROUP BY d.tenant_id, d.channel, b.le
+ORDER BY d.tenant_id, d.channel, b.le;
+
+-- name: metrics_accept_to_terminal_histogram
+-- From the provider's acceptance to terminal evidence, in seconds.
+WITH d AS (
+    SELECT tenant_id, channel, extract(epoch FROM terminal_at - accepted_at)::float8 AS v
+    FROM intents WHERE accepted_at IS NOT NULL AND terminal_at IS NOT NULL
+)
+SELECT d.tenant_id, d.channel, b.le, count(*) FILTER (WHERE d.v <= b.le) AS n,
+       count(*) AS count, sum(d.v) AS sum
+FROM d CROSS JOIN unnest(%(bounds)s::float8[]) AS b (le)
+GROUP BY d.tenant_id, d.channel, b.le
+ORDER BY d.tenant_id, d.channel, b.le;
+
+-- name: metrics_transition_audit
+-- One pass over the audit: lease recoveries, and moves the transition
+-- table does not allow (the allowed triples come from the pure table).
+WITH allowed AS (
+    SELECT * FROM unnest(%(froms)s::text[], %(events)s::text[], %(tos)s::text[])
+        AS a (from_state, event, to_state)
+)
+SELECT t.tenant_id,
+       count(*) FILTER (WHERE t.decision_code = 'LEASE_EXPIRED') AS lease_recoveries,
+       count(*) FILTER (WHERE a.event IS NULL) AS impossible
+FROM transitions t
+LEFT JOIN allowed a
+  ON a.from_state = coalesce(t.from_state, '') AND a.event = t.event AND a.to_state = t.to_state
+GROUP BY t.tenant_id;
+
+-- name: alert_unreconciled
+-- Per event class and channel: what the page must name. The report may be
+-- a column (jobs) or a variable; to_jsonb reads either without failing when
+-- the column does not exist.
+WITH u AS (
+    SELECT i.tenant_id, i.id, i.event_class, i.channel, i.recipient_ref, i.created_at,
+           i.job_id, i.template_name, i.template_revision,
+           coalesce(to_jsonb(i) ->> 'report_id', i.variables ->> 'report_id',
+                    i.variables -> 'report' ->> 'id') AS report_id,
+           coalesce(to_jsonb(i) ->> 'report_revision', i.variables ->> 'report_revision',
+                    i.variables -> 'report' ->> 'revision') AS report_revision,
+           (SELECT a.provider FROM attempts a
+            WHERE a.tenant_id = i.tenant_id AND a.intent_id = i.id AND a.n = i.attempt_count)
+               AS provider
+    FROM intents i
+    WHERE i.state IN ('sending', 'accepted', 'reconciling')
+), oldest AS (
+    SELECT DISTINCT ON (tenant_id, event_class, channel) tenant_id, event_class, channel,
+           id AS oldest_id
+    FROM u ORDER BY tenant_id, event_class, channel, created_at, id
+)
+SELECT u.tenant_id, u.event_class, u.channel, count(*) AS intents,
+       count(DISTINCT u.recipient_ref) AS recipients, min(u.created_at) AS oldest_at,
+       o.oldest_id,
+       (array_agg(DISTINCT u.job_id::text) FILTER (WHERE u.job_id IS NOT NULL))[1:10] AS job_ids,
+       (array_agg(DISTINCT u.report_id || coalesce(' rev ' || u.report_revision, ''))
+            FILTER (WHERE u.report_id IS NOT NULL))[1:10] AS report_ids,
+       (array_agg(DISTINCT u.template_name || coalesce(' rev ' || u.template_revision, '')))[1:10]
+           AS templates,
+       (array_agg(DISTINCT u.provider) FILTER (WHERE u.provider IS NOT NULL))[1:10] AS providers
+FROM u JOIN oldest o USING (tenant_id, event_class, channel)
+GROUP BY u.tenant_id, u.event_class, u.channel, o.oldest_id;
+
+-- name: alert_due
+-- Due intents per channel that no worker has claimed.
+WITH d AS (
+    SELECT i.tenant_id, i.id, i.event_class, i.channel, i.recipient_ref, i.created_at,
+           i.next_due_at, i.job_id, i.template_name, i.template_revision,
+           coalesce(to_jsonb(i) ->> 'report_id', i.variables ->> 'report_id',
+                    i.variables -> 'report' ->> 'id') AS report_id
+    FROM intents i
+    WHERE i.state IN ('pending', 'resend_due') AND i.next_due_at <= %(now)s
+), oldest AS (
+    SELECT DISTINCT ON (tenant_id, channel) tenant_id, channel, id AS oldest_id
+    FROM d ORDER BY tenant_id, channel, next_due_at, id
+)
+SELECT d.tenant_id, d.channel, count(*) AS intents,
+       count(DISTINCT d.recipient_ref) AS recipients, min(d.next_due_at) AS oldest_due_at,
+       min(d.created_at) AS oldest_at, o.oldest_id,
+       (array_agg(DISTINCT d.event_class))[1:10] AS event_classes,
+       (array_agg(DISTINCT d.job_id::text) FILTER (WHERE d.job_id IS NOT NULL))[1:10] AS job_ids,
+       (array_agg(DISTINCT d.report_id) FILTER (WHERE d.report_id IS NOT NULL))[1:10]
+           AS report_ids,
+       (array_agg(DISTINCT d.template_name || coalesce(' rev ' || d.template_revision, '')))[1:10]
+           AS templates,
+       EXISTS (
+           SELECT 1 FROM controls c
+           WHERE c.tenant_id = d.tenant_id AND c.kind = 'kill_switch' AND c.enabled
+             AND c.channel IN ('', d.channel)
+       ) AS kill_switch
+FROM d JOIN oldest o USING (tenant_id, channel)
+GROUP BY d.tenant_id, d.channel, o.oldest_id;
+
+-- name: alert_impossible_transitions
+WITH allowed AS (
+    SELECT * FROM unnest(%(froms)s::text[], %(events)s::text[], %(tos)s::text[])
+        AS a (from_state, event, to_state)
+)
+SELECT t.tenant_id, count(*) AS n,
+       (array_agg(jsonb_build_object(
+            'transition_id', t.id, 'intent_id', t.intent_id, 'from', t.from_state,
+            'event', t.event, 'to', t.to_state, 'at', t.at) ORDER BY t.id))[1:5] AS samples
+FROM transitions t
+LEFT JOIN allowed a
+  ON a.from_state = coalesce(t.from_state, '') AND a.event = t.event AND a.to_state = t.to_state
+WHERE a.event IS NULL
+GROUP BY t.tenant_id;
+
+-- name: alerts_lock
+-- One evaluator at a time across workers; the others skip this round.
+SELECT pg_try_advisory_xact_lock(%(lock)s) AS locked;
+
+-- name: alerts_open_all
+SELECT * FROM alerts WHERE resolved_at IS NULL ORDER BY tenant_id, opened_at;
+
+-- name: alert_open
+INSERT INTO alerts (tenant_id, id, key, condition, severity, summary, details, opened_at,
+                    updated_at)
+VALUES (%(tenant_id)s, %(id)s, %(key)s, %(condition)s, %(severity)s, %(summary)s,
+        %(details)s, %(now)s, %(now)s)
+ON CONFLICT (tenant_id, key) WHERE resolved_at IS NULL DO NOTHING
+RETURNING *;
+
+-- name: alert_update
+UPDATE alerts SET severity = %(severity)s, summary = %(summary)s, details = %(details)s,
+                  updated_at = %(now)s
+WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND resolved_at IS NULL
+RETURNING *;
+
+-- name: alert_resolve
+UPDATE alerts SET resolved_at = %(now)s, updated_at = %(now)s
+WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND resolved_at IS NULL
+RETURNING *;
+
+-- name: alerts_claim_notifications
+-- Announcements owed: an opening (or escalation to page) not yet sent, or
+-- a resolution not yet sent (recent ones only: turning a webhook on must
+-- not replay last year). Claimed by pushing notify_after forward, so the
+-- HTTP call happens outside any transaction and no other worker sends it.
+UPDATE alerts SET notify_after = %(lease_until)s
+WHERE (tenant_id, id) IN (
+    SELECT tenant_id, id FROM alerts
+    WHERE (notify_after IS NULL OR notify_after <= %(now)s)
+      AND ((resolved_at IS NULL
+            AND (notified_severity IS NULL
+                 OR (severity = 'page' AND notified_severity = 'warning')))
+           OR (resolved_at IS NOT NULL AND resolved_notified_at IS NULL
+               AND resolved_at >= %(resolved_since)s))
+    ORDER BY updated_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED)
+RETURNING *;
+
+-- name: alert_notified
+UPDATE alerts SET
+    notified_severity = CASE WHEN %(announced)s = 'resolved' THEN notified_severity
+                             ELSE %(severity)s END,
+    resolved_notified_at = CASE WHEN %(announced)s = 'resolved' THEN %(now)s
+                                ELSE resolved_notified_at END,
+    notify_failures = 0,
+    notify_after = NULL
+WHERE tenant_id = %(tenant_id)s AND id = %(id)s;
+
+-- name: alert_notify_failed
+UPDATE alerts SET notify_failures = notify_failures + 1, notify_after = %(retry_at)s
+WHERE tenant_id = %(tenant_id)s AND id = %(id)s;
+
+-- name: console_alerts
+SELECT * FROM alerts
+WHERE tenant_id = %(tenant_id)s AND (resolved_at IS NULL OR resolved_at >= %(since)s)
+ORDER BY resolved_at IS NULL DESC, severity = 'page' DESC, opened_at DESC
+LIMIT 50;
+
+-- name: console_counts
+SELECT state, count(*) AS n FROM intents WHERE tenant_id = %(tenant_id)s GROUP BY state;
+
+-- name: console_codes
+SELECT decision_code AS code, state, count(*) AS n FROM intents
+WHERE tenant_id = %(tenant_id)s AND decision_code IS NOT NULL
+GROUP BY decision_code, state ORDER BY n DESC, code;
+
+-- name: console_oldest
+-- The oldest nonterminal intents: where an operator starts reading.
+SELECT id, event_class, channel, state, created_at, accepted_at, last_status_at, next_due_at,
+       job_id, template_name, template_revision
+FROM intents
+WHERE tenant_id = %(tenant_id)s
+  AND state IN ('pending', 'sending', 'accepted', 'resend_due', 'reconciling')
+ORDER BY created_at, id
+LIMIT %(limit)s;
+
+-- name: console_state_changes
+-- The last hour of transitions per minute, for walking today's counts back
+-- in time (a creation has no from_state: the intent did not exist before).
+SELECT date_trunc('minute', at) AS minute, from_state, to_state, count(*) AS n
+FROM transitions
+WHERE tenant_id = %(tenant_id)s AND at >= %(since)s
+GROUP BY 1, 2, 3;
+
+-- name: console_jobs_table
+SELECT to_regclass('jobs') IS NOT NULL AS present;
+
+-- name: console_jobs
+SELECT to_jsonb(j) AS job FROM jobs j
+WHERE j.tenant_id = %(tenant_id)s
+ORDER BY j.created_at DESC
+LIMIT %(limit)s;
+
+-- name: console_job_counts
+SELECT job_id, state, count(*) AS n FROM intents
+WHERE tenant_id = %(tenant_id)s AND job_id = ANY(%(job_ids)s)
+GROUP BY job_id, state;
+
+-- name: console_event_classes
+SELECT event_class, channel, state, count(*) AS n, min(created_at) AS first_at,
+       max(updated_at) AS last_at
+FROM intents WHERE tenant_id = %(tenant_id)s
+GROUP BY event_class, channel, state;
+
+-- name: console_last_observation
+SELECT o.received_at, o.occurred_at, o.status, o.source, o.provider, o.attempt_n, o.raw_status
+FROM observations o
+WHERE o.tenant_id = %(tenant_id)s AND o.intent_id = %(id)s
+ORDER BY o.id DESC
+LIMIT 1;
+
+-- name: console_cancellation
+SELECT at, actor FROM transitions
+WHERE tenant_id = %(tenant_id)s AND intent_id = %(id)s AND to_state = 'canceled'
+ORDER BY version DESC
+LIMIT 1;
+
+-- name: metrics_statement_timeout
+-- A scrape or an alert round must not hold a connection for long when the
+-- tables are large or locked: give up and report the ledger as unreadable.
+SELECT set_config('statement_timeout', %(ms)s, true);
+
+-- name: console_due
+SELECT channel, min(next_due_at) AS oldest, count(*) AS n FROM intents
+WHERE tenant_id = %(tenant_id)s AND state IN ('pending', 'resend_due')
+  AND next_due_at <= %(now)s
+GROUP BY channel;
+
+-- name: console_unreconciled
+SELECT event_class, channel, min(created_at) AS oldest, count(*) AS n,
+       count(DISTINCT recipient_ref) AS recipients
+FROM intents
+WHERE tenant_id = %(tenant_id)s AND state IN ('sending', 'accepted', 'reconciling')
+GROUP BY event_class, channel
+ORDER BY oldest;
+
+-- name: console_last_reconciliation
+SELECT a.channel, max(o.received_at) AS at
+FROM observations o
+JOIN attempts a ON a.tenant_id = o.tenant_id AND a.intent_id = o.intent_id AND a.n = o.attempt_n
+WHERE o.tenant_id = %(tenant_id)s AND o.source IN ('poll', 'lookup', 'webhook')
+GROUP BY a.channel;

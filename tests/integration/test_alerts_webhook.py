@@ -1,0 +1,153 @@
+"""Alerts are POSTed, signed, to a real HTTP server on open and on resolve."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from tidings import ManualClock, Tidings
+from tidings.observability.alert_webhook import SIGNATURE_HEADER, AlertWebhook, verify_signature
+from tidings.observability.alerts import AlertConfig, AlertSweeper, Objective
+
+from .dispatch_helpers import offer, publish_offer_template, simulator, worker
+
+SECRET = "alert-webhook-secret"
+
+
+@dataclass
+class Receiver:
+    """A local HTTP server that answers with the scripted statuses, then 204."""
+
+    url: str = ""
+    statuses: list[int] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    state = Receiver()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            state.requests.append({"headers": dict(self.headers), "body": body})
+            self.send_response(state.statuses.pop(0) if state.statuses else 204)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/alerts"
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+def sweeper(t: Tidings, url: str, **config: Any) -> AlertSweeper:
+    settings = AlertConfig(webhook_url=url, webhook_secret=SECRET, **config)
+    hook = AlertWebhook(url, SECRET, timeout=2.0, attempts=3, backoff=0.01)
+    return AlertSweeper(t, settings, hook)
+
+
+def held_offer(t: Tidings, clock: ManualClock) -> Any:
+    """A due backlog: the kill switch holds an offer past the warning age."""
+    publish_offer_template(t)
+    t.set_control("kill_switch", True, channel="sms")
+    intent = offer(t, 1, expires_at=clock.now() + timedelta(hours=2))
+    clock.advance(minutes=6)
+    return intent
+
+
+def test_open_and_resolve_are_posted_with_a_valid_signature(
+    tidings: Tidings, clock: ManualClock, receiver: Receiver
+) -> None:
+    intent = held_offer(tidings, clock)
+    receiver.statuses = [503]  # the first try fails; the bounded retry succeeds
+    round_ = sweeper(tidings, receiver.url).run(clock.now())
+    assert round_.delivered == 1
+    assert len(receiver.requests) == 2
+    opened = receiver.requests[-1]
+    header = opened["headers"][SIGNATURE_HEADER]
+    assert verify_signature(SECRET, header, opened["body"])
+    assert not verify_signature("another-secret", header, opened["body"])
+    assert not verify_signature(SECRET, header, opened["body"] + b" ")
+    payload = json.loads(opened["body"])
+    assert payload["type"] == "alert.opened"
+    alert = payload["alert"]
+    assert alert["key"] == "due_backlog:sms" and alert["severity"] == "warning"
+    assert alert["details"]["oldest_intent_id"] == str(intent.id)
+    assert alert["details"]["affected_recipients"] == 1
+    assert opened["headers"]["X-Tidings-Event"] == "alert.opened"
+    # Retries of one announcement carry the same delivery id, for dedupe.
+    ids = {r["headers"]["X-Tidings-Delivery"] for r in receiver.requests}
+    assert ids == {f"{alert['id']}:opened:warning"}
+
+    # Still holding: updated in place, announced once only.
+    clock.advance(60)
+    assert sweeper(tidings, receiver.url).run(clock.now()).delivered == 0
+    assert len(receiver.requests) == 2
+
+    # The condition clears: the alert resolves itself and says so.
+    tidings.set_control("kill_switch", False, channel="sms")
+    w = worker(tidings, simulator(clock))
+    assert w.dispatch_once() == 1
+    round_ = sweeper(tidings, receiver.url).run(clock.now())
+    assert round_.changes is not None and len(round_.changes.resolved) == 1
+    resolved = receiver.requests[-1]
+    assert verify_signature(SECRET, resolved["headers"][SIGNATURE_HEADER], resolved["body"])
+    payload = json.loads(resolved["body"])
+    assert payload["type"] == "alert.resolved"
+    assert payload["alert"]["id"] == alert["id"]
+    assert payload["alert"]["resolved_at"] == clock.now().isoformat()
+
+
+def test_a_failing_receiver_delays_the_announcement_but_never_loses_it(
+    tidings: Tidings, clock: ManualClock, receiver: Receiver
+) -> None:
+    held_offer(tidings, clock)
+    receiver.statuses = [500, 500, 500]  # every bounded retry of this round fails
+    assert sweeper(tidings, receiver.url).run(clock.now()).delivered == 0
+    assert len(receiver.requests) == 3
+    # Backing off: the next round, seconds later, does not hammer the receiver.
+    clock.advance(5)
+    assert sweeper(tidings, receiver.url).run(clock.now()).delivered == 0
+    assert len(receiver.requests) == 3
+    clock.advance(60)
+    assert sweeper(tidings, receiver.url).run(clock.now()).delivered == 1
+    assert json.loads(receiver.requests[-1]["body"])["type"] == "alert.opened"
+
+
+def test_an_escalation_to_page_is_announced(
+    tidings: Tidings, clock: ManualClock, receiver: Receiver
+) -> None:
+    held_offer(tidings, clock)
+    config = {"due": Objective(300, 900, 1)}
+    assert sweeper(tidings, receiver.url, **config).run(clock.now()).delivered == 1
+    clock.advance(minutes=10)
+    assert sweeper(tidings, receiver.url, **config).run(clock.now()).delivered == 1
+    kinds = [json.loads(r["body"])["type"] for r in receiver.requests]
+    assert kinds == ["alert.opened", "alert.escalated"]
+    assert json.loads(receiver.requests[-1]["body"])["alert"]["severity"] == "page"
+
+
+def test_the_sweeper_evaluates_at_most_once_per_interval(
+    tidings: Tidings, clock: ManualClock, receiver: Receiver
+) -> None:
+    held_offer(tidings, clock)
+    s = sweeper(tidings, receiver.url, interval_seconds=30)
+    assert s.tick(clock.now()) is not None
+    clock.advance(10)
+    assert s.tick(clock.now()) is None
+    clock.advance(20)
+    assert s.tick(clock.now()) is not None
+    assert len(receiver.requests) == 1
