@@ -59,6 +59,7 @@ def worker(
     from tidings.dispatch.runner import Worker, WorkerConfig
     from tidings.providers.routing import adapters_from_settings
 
+    stop = _stop_on_signals()  # first: a SIGTERM during start-up is a clean stop too
     settings = Settings()
     config = WorkerConfig(
         batch_size=batch_size,
@@ -73,7 +74,7 @@ def worker(
 
             serve_process_metrics(metrics_port)
         console.print(f"worker {w.owner} running; channels: {', '.join(w.adapters)}")
-        w.run(_stop_on_signals())
+        w.run(stop)
     console.print("worker stopped; in-flight sends recorded")
 
 

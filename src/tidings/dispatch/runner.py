@@ -107,7 +107,8 @@ class Worker:
         )
         with self.t.db.transaction() as conn:
             claimed = claim_batch(conn, request, self.t.clock.now(), self.facts)
-        faults.point("after_claim")
+        if claimed:
+            faults.point("after_claim")
         return claimed
 
     def send_and_record(self, claimed: Claimed) -> str:

@@ -1,0 +1,73 @@
+"""Starting the real processes a deployment runs: simulator and workers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tidings.devstack import free_port
+
+WAIT = 60.0
+
+
+@contextmanager
+def simulator(**config: Any) -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tidings.cli", "simulator", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{url}/healthz", proc)
+        if config:
+            httpx.put(f"{url}/_config", json=config, timeout=5).raise_for_status()
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def start_worker(db_url: str, home: Path, simulator_url: str, *args: str,
+                 faults: str = "") -> subprocess.Popen[bytes]:
+    env = {**os.environ, "DATABASE_URL": db_url, "TIDINGS_HOME": str(home),
+           "TIDINGS_SIMULATOR_URL": simulator_url, "TIDINGS_FAULTS": faults,
+           "TIDINGS_SECRET_KEY": "test-secret-key-0123456789abcdef"}
+    return subprocess.Popen([sys.executable, "-m", "tidings.cli", "worker", *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def wait_http(url: str, proc: subprocess.Popen[bytes] | None) -> None:
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process for {url} exited with {proc.returncode}")
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)  # a real process is starting to listen
+    raise RuntimeError(f"{url} never answered")
+
+
+def wait_until(check: Any, timeout: float = WAIT, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)  # real processes are working; poll their results
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def ledger(url: str) -> list[dict[str, Any]]:
+    return list(httpx.get(f"{url}/_ledger", timeout=30).json())
