@@ -348,6 +348,29 @@ class Tidings:
                 },
             )
 
+    def set_event_webhook(self, url: str, secret: str) -> None:
+        """Push this tenant's application events, signed with `secret`, to `url`."""
+        if not url.startswith(("http://", "https://")):
+            raise InvalidInput("url", "must be an http(s) URL")
+        if len(secret) < 16:
+            raise InvalidInput("secret", "must be at least 16 characters")
+        self._ensure_tenant()
+        with self.db.transaction() as conn:
+            execute(
+                conn,
+                "set_event_webhook",
+                {
+                    "tenant_id": self.tenant,
+                    "url": url,
+                    "secret": self.vault.encrypt(secret),
+                    "now": self.clock.now(),
+                },
+            )
+
+    def remove_event_webhook(self) -> None:
+        with self.db.transaction() as conn:
+            execute(conn, "delete_event_webhook", {"tenant_id": self.tenant})
+
     def get(self, intent_id: UUID | str) -> Intent:
         with self.db.transaction() as conn:
             intent = ledger.get_intent(conn, self.tenant, _uuid(intent_id), with_attempts=True)

@@ -21,11 +21,13 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import psycopg
 
 from tidings.dispatch import faults
 from tidings.dispatch.allowance import consume, spend_keys
 from tidings.dispatch.claim import Claimed, ClaimRequest, claim_batch
+from tidings.dispatch.event_push import push_due
 from tidings.dispatch.facts import recipient_facts
 from tidings.dispatch.gate import RecipientFacts
 from tidings.dispatch.message import Minter, PrepareError, TemplateCache, prepare
@@ -89,6 +91,7 @@ class Worker:
         self._inflight: set[Any] = set()
         self._inflight_lock = threading.Lock()
         self.alerts = AlertSweeper(tidings)
+        self._http = httpx.Client(timeout=5.0)
 
     # --- one step at a time (tests drive these with a manual clock) -----
 
@@ -159,6 +162,9 @@ class Worker:
 
     def sweep_once(self) -> dict[str, int]:
         return sweep(self.t.db, self.t.clock.now())
+
+    def push_events_once(self) -> int:
+        return push_due(self.t.db, self.t.vault, self.t.clock.now(), self._http)
 
     def prepare_jobs_once(self) -> int:
         return 1 if prepare_next(self.t.db, self.t.clock.now()) is not None else 0
@@ -240,6 +246,7 @@ class Worker:
                 self.prepare_jobs_once()
                 self.sweep_once()
                 self.alerts.tick(self.t.clock.now())
+                self.push_events_once()
                 self.reconcile_once()
                 if time.monotonic() - last_purge >= self.config.purge_interval:
                     purge(self.t.db, self.t.clock.now())

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
 
-from tidings.api.auth import Reader
-from tidings.api.openapi import responses
-from tidings.api.schemas import EventOut, EventPage
+from tidings.api.auth import Admin, Reader
+from tidings.api.openapi import WITH_BODY, responses
+from tidings.api.schemas import EventOut, EventPage, RequestModel, Text
 from tidings.store import events
 from tidings.store.events import MAX_LIMIT, START, Cursor
 
@@ -35,3 +36,29 @@ def list_events(
         next=page.next.encode(),
         has_more=len(page.items) == limit,
     )
+
+
+class EventWebhookIn(RequestModel):
+    url: Text = Field(min_length=8, max_length=2000, pattern=r"^https?://")
+    secret: Text = Field(min_length=16, max_length=200)
+
+
+class EventWebhookOut(BaseModel):
+    url: str | None
+    enabled: bool
+
+
+@router.put(
+    "/webhook",
+    responses=responses(*WITH_BODY),
+    summary="Push events to a URL, signed (X-Tidings-Signature), at least once, in order",
+)
+def put_event_webhook(body: EventWebhookIn, caller: Admin) -> EventWebhookOut:
+    caller.tidings.set_event_webhook(body.url, body.secret)
+    return EventWebhookOut(url=body.url, enabled=True)
+
+
+@router.delete("/webhook", responses=responses(), summary="Stop pushing events")
+def delete_event_webhook(caller: Admin) -> EventWebhookOut:
+    caller.tidings.remove_event_webhook()
+    return EventWebhookOut(url=None, enabled=False)

@@ -1,0 +1,81 @@
+"""Application events pushed to a real local endpoint, signed, at least once."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
+
+import pytest
+
+from tidings import ManualClock, Tidings
+from tidings.signing import SIGNATURE_HEADER, verify_signature
+
+from .dispatch_helpers import offer, publish_offer_template, simulator, worker
+
+SECRET = "event-secret-0123456789"
+
+
+class Receiver:
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        self.signatures_ok: list[bool] = []
+        self.fail_next = 0
+
+
+@pytest.fixture
+def receiver(clock: ManualClock) -> Iterator[tuple[Receiver, str]]:
+    state = Receiver()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["content-length"]))
+            if state.fail_next:
+                state.fail_next -= 1
+                self.send_response(503)
+                self.end_headers()
+                return
+            state.signatures_ok.append(
+                verify_signature(
+                    SECRET, self.headers[SIGNATURE_HEADER], body, now=clock.now().timestamp()
+                )
+            )
+            state.bodies.append(json.loads(body))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield state, f"http://127.0.0.1:{server.server_address[1]}/hooks"
+    server.shutdown()
+
+
+def test_events_are_pushed_signed_once_after_a_failure(
+    tidings: Tidings, clock: ManualClock, receiver: tuple[Receiver, str]
+) -> None:
+    state, url = receiver
+    publish_offer_template(tidings)
+    before = offer(tidings, 0)
+    tidings.cancel(before.id, reason="member_left")  # before the subscription: not pushed
+    tidings.set_event_webhook(url, SECRET)
+    w = worker(tidings, simulator(clock))
+    intents = [offer(tidings, n) for n in range(1, 4)]
+    for intent in intents:
+        tidings.cancel(intent.id, reason="class_canceled")
+    state.fail_next = 1
+    assert w.push_events_once() == 0  # the endpoint answered 503: nothing moves
+    assert w.push_events_once() == 0  # backing off: not due yet
+    clock.advance(3)
+    assert w.push_events_once() == 3
+    clock.advance(3)
+    assert w.push_events_once() == 0  # nothing new: nothing sent twice
+    [body] = state.bodies
+    assert [e["intent_id"] for e in body["events"]] == [str(i.id) for i in intents]
+    assert {e["type"] for e in body["events"]} == {"intent.canceled"}
+    assert state.signatures_ok == [True]
