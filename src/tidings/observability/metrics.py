@@ -125,7 +125,7 @@ _RATE_LIMIT_WAIT_SECONDS = Histogram(
 
 # `_created` series double every family's output and mean nothing to an
 # operator; turned off before any metric is made.
-prometheus_client.disable_created_metrics()
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 def record_provider_call(provider: str, channel: str, outcome: str, seconds: float) -> None:
