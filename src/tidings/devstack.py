@@ -65,7 +65,7 @@ class DevStack:
     def simulator_url(self) -> str:
         return f"http://127.0.0.1:{self.simulator_port}"
 
-    def start(self) -> DevStack:
+    def start(self, *, with_worker: bool = True) -> DevStack:
         self.tidings = Tidings(settings=self.settings)
         self.tidings.migrate()
         self._start_simulator()
@@ -74,8 +74,13 @@ class DevStack:
         self.worker = Worker(
             self.tidings, {"sms": self.adapter, "email": self.adapter}, config=self.worker_config
         )
-        self._spawn(self.worker.run, self._stop, name="worker")
+        if with_worker:
+            self.start_worker()
         return self
+
+    def start_worker(self) -> None:
+        """The background worker; the demo stages its race before starting it."""
+        self._spawn(self.worker.run, self._stop, name="worker")
 
     def dev_key(self) -> str:
         with self.tidings.db.transaction() as conn:

@@ -9,6 +9,7 @@ from a conflicting reuse of the key.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,6 +26,8 @@ from tidings.domain.recipients import Channel, Recipient, parse_channel, parse_r
 from tidings.domain.states import IntentState
 from tidings.store import ledger, policies, templates
 from tidings.vault import Vault
+
+log = logging.getLogger("tidings.intake")
 
 MAX_VARIABLES_BYTES = 16_384
 DEFAULT_RESEND_BUDGET = 1
@@ -128,6 +131,17 @@ def create_or_replay(
     )
     created = ledger.create_intent(conn, row)
     if created is not None:
+        log.info(
+            "intent created",
+            extra={
+                "tenant_id": tenant,
+                "intent_id": str(created.id),
+                "channel": created.channel,
+                "template_revision": f"{created.template_name}@{created.template_revision}",
+                "correlation_id": created.correlation_id,
+                "policy_version": created.policy_version,
+            },
+        )
         return created, True
     # Lost the race to a concurrent create with the same key: theirs stands.
     existing = ledger.intent_by_key(conn, tenant, request.idempotency_key)

@@ -23,7 +23,8 @@ def simulator(**config: Any) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tidings.cli", "simulator", "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -36,13 +37,23 @@ def simulator(**config: Any) -> Iterator[str]:
         proc.wait(timeout=10)
 
 
-def start_worker(db_url: str, home: Path, simulator_url: str, *args: str,
-                 faults: str = "") -> subprocess.Popen[bytes]:
-    env = {**os.environ, "DATABASE_URL": db_url, "TIDINGS_HOME": str(home),
-           "TIDINGS_SIMULATOR_URL": simulator_url, "TIDINGS_FAULTS": faults,
-           "TIDINGS_SECRET_KEY": "test-secret-key-0123456789abcdef"}
-    return subprocess.Popen([sys.executable, "-m", "tidings.cli", "worker", *args], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def start_worker(
+    db_url: str, home: Path, simulator_url: str, *args: str, faults: str = ""
+) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": db_url,
+        "TIDINGS_HOME": str(home),
+        "TIDINGS_SIMULATOR_URL": simulator_url,
+        "TIDINGS_FAULTS": faults,
+        "TIDINGS_SECRET_KEY": "test-secret-key-0123456789abcdef",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "tidings.cli", "worker", *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def wait_http(url: str, proc: subprocess.Popen[bytes] | None) -> None:

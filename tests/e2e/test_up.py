@@ -4,6 +4,7 @@ key, stop with Ctrl-C, start again and find everything still there."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from tests.integration.test_metrics import PINNED
 from tidings.devstack import free_port
 
 
@@ -87,6 +89,9 @@ def test_up_serves_sends_stops_and_resumes(db_url: str, tmp_path: Path) -> None:
         wait_for(f"{api}/v1/intents/{intent_id}", key, lambda b: b["state"] == "delivered")
         ledger = httpx.get(f"http://127.0.0.1:{sim_port}/_ledger").json()
         assert [e["idempotency_key"] for e in ledger] == ["hello:1:attempt:1"]
+        scrape = httpx.get(f"{api}/metrics").text
+        assert set(re.findall(r"^# HELP (\S+)", scrape, re.MULTILINE)) == PINNED
+        assert 'tidings_intents{state="delivered",tenant="default"} 1.0' in scrape
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0

@@ -24,15 +24,22 @@ def engine(db_url: str) -> Tidings:
 
 def states(db_url: str) -> Counter[str]:
     with psycopg.connect(db_url) as conn:
-        return Counter({r[0]: r[1] for r in conn.execute(
-            "SELECT state, count(*) FROM intents GROUP BY state")})
+        return Counter(
+            {r[0]: r[1] for r in conn.execute("SELECT state, count(*) FROM intents GROUP BY state")}
+        )
 
 
 def bulk(t: Tidings, n: int) -> None:
     t.publish_template("notice", channel="sms", body="Notice {{ n }}", required_variables=["n"])
-    t.create_job(idempotency_key=f"race-{n}", event_class="notice", purpose="transactional",
-                 template="notice", channels=["sms"], variables={"n": "1"},
-                 audience=[{"ref": f"r{i}", "phone": "+14155550123"} for i in range(n)])
+    t.create_job(
+        idempotency_key=f"race-{n}",
+        event_class="notice",
+        purpose="transactional",
+        template="notice",
+        channels=["sms"],
+        variables={"n": "1"},
+        audience=[{"ref": f"r{i}", "phone": "+14155550123"} for i in range(n)],
+    )
     t.prepare_jobs()
 
 
@@ -42,12 +49,18 @@ def test_workers_racing_send_each_attempt_once(db_url: str, tmp_path: Path, work
     with engine(db_url) as t:
         bulk(t, total)
     with simulator(seed=3) as sim:
-        procs = [start_worker(db_url, tmp_path, sim, "--batch-size", "100",
-                              "--sms-concurrency", "16") for _ in range(workers)]
+        procs = [
+            start_worker(db_url, tmp_path, sim, "--batch-size", "100", "--sms-concurrency", "16")
+            for _ in range(workers)
+        ]
         try:
-            wait_until(lambda: states(db_url).get("pending", 0) == 0
-                       and states(db_url).get("sending", 0) == 0, timeout=240,
-                       what="every intent claimed and recorded")
+            wait_until(
+                lambda: (
+                    states(db_url).get("pending", 0) == 0 and states(db_url).get("sending", 0) == 0
+                ),
+                timeout=240,
+                what="every intent claimed and recorded",
+            )
         finally:
             for p in procs:
                 p.send_signal(signal.SIGTERM)
@@ -64,9 +77,14 @@ def test_workers_racing_send_each_attempt_once(db_url: str, tmp_path: Path, work
 
 def one_offer(t: Tidings) -> Any:
     t.publish_template("offer", channel="sms", body="A spot opened.")
-    return t.notify(idempotency_key="offer:kill", channel="sms",
-                    recipient={"ref": "m1", "phone": "+14155550123"}, template="offer",
-                    purpose="transactional", event_class="waitlist_offer")
+    return t.notify(
+        idempotency_key="offer:kill",
+        channel="sms",
+        recipient={"ref": "m1", "phone": "+14155550123"},
+        template="offer",
+        purpose="transactional",
+        event_class="waitlist_offer",
+    )
 
 
 @pytest.mark.parametrize(
@@ -78,13 +96,17 @@ def test_a_worker_killed_at_each_step_sends_no_second_message(
     with engine(db_url) as t:
         intent = one_offer(t)
         with simulator(seed=1, receipt_delay_ms=100) as sim:
-            doomed = start_worker(db_url, tmp_path, sim, "--lease-seconds", "2",
-                                  faults=f"{point}:kill")
+            doomed = start_worker(
+                db_url, tmp_path, sim, "--lease-seconds", "2", faults=f"{point}:kill"
+            )
             assert doomed.wait(timeout=60) == -signal.SIGKILL
             rescuer = start_worker(db_url, tmp_path, sim, "--lease-seconds", "2")
             try:
-                wait_until(lambda: t.get(intent.id).state.value in ("accepted", "delivered"),
-                           timeout=90, what=f"recovery after a kill {point}")
+                wait_until(
+                    lambda: t.get(intent.id).state.value in ("accepted", "delivered"),
+                    timeout=90,
+                    what=f"recovery after a kill {point}",
+                )
             finally:
                 rescuer.send_signal(signal.SIGTERM)
                 # When the doomed worker had already finished the job, the

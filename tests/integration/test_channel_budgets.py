@@ -19,7 +19,8 @@ from .conftest_helpers import make_tidings
 def states(db_url: str, channel: str) -> dict[str, int]:
     with psycopg.connect(db_url) as conn:
         rows = conn.execute(
-            "SELECT state, count(*) FROM intents WHERE channel = %s GROUP BY state", (channel,))
+            "SELECT state, count(*) FROM intents WHERE channel = %s GROUP BY state", (channel,)
+        )
         return {r[0]: r[1] for r in rows}
 
 
@@ -28,12 +29,23 @@ def test_a_slow_sms_provider_does_not_hold_up_email(db_url: str) -> None:
     t.publish_template("note", channel="sms", body="note")
     t.publish_template("note", channel="email", subject="note", body="note")
     for n in range(6):
-        t.notify(idempotency_key=f"sms:{n}", channel="sms", template="note", purpose="transactional",
-                 event_class="note", recipient={"ref": f"s{n}", "phone": "+14155550123"})
+        t.notify(
+            idempotency_key=f"sms:{n}",
+            channel="sms",
+            template="note",
+            purpose="transactional",
+            event_class="note",
+            recipient={"ref": f"s{n}", "phone": "+14155550123"},
+        )
     for n in range(30):
-        t.notify(idempotency_key=f"email:{n}", channel="email", template="note",
-                 purpose="transactional", event_class="note",
-                 recipient={"ref": f"e{n}", "email": f"e{n}@example.com"})
+        t.notify(
+            idempotency_key=f"email:{n}",
+            channel="email",
+            template="note",
+            purpose="transactional",
+            event_class="note",
+            recipient={"ref": f"e{n}", "email": f"e{n}@example.com"},
+        )
     slow = SimulatorCore()
     slow.configure({"latency_ms": 3000})
     sms = InProcessSimulatorAdapter(slow, honor_latency=True)

@@ -46,7 +46,9 @@ def run_demo(console: Console, settings: Settings | None = None) -> int:
 
 def _run(console: Console, settings: Settings, home: Path) -> int:
     config = WorkerConfig(maintenance_interval=0.25, idle_wait=0.25, seed=7)
-    with DevStack(settings, simulator_config=SIMULATOR, worker_config=config) as stack:
+    stack = DevStack(settings, simulator_config=SIMULATOR, worker_config=config)
+    stack.start(with_worker=False)
+    try:
         console.print(
             f"API {stack.api_url}  console {stack.api_url}/console  simulator {stack.simulator_url}"
         )
@@ -57,9 +59,16 @@ def _run(console: Console, settings: Settings, home: Path) -> int:
         _settle(console, stack, played)
         _summary(console, stack, played)
         _featured(console, stack, played[0])
-        leaks = _scan_for_tokens(stack, minted)
-        console.print(f"tokens minted: {len(minted)}; found in the database: {leaks}")
+        leaks = _scan_for_tokens(stack, minted) + _scan_log(home / "demo.log", minted)
+        console.print(f"tokens minted: {len(minted)}; found in the database or logs: {leaks}")
         return 0 if leaks == 0 else 1
+    finally:
+        stack.stop()
+
+
+def _scan_log(path: Path, minted: list[str]) -> int:
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    return sum(1 for token in minted if token in text)
 
 
 def _play(stack: DevStack, key: str, home: Path) -> list[Any]:

@@ -50,6 +50,7 @@ def waitlist(stack: DevStack, key: str) -> Scenario:
         expires_at=now + timedelta(minutes=30),
     )
     _race(stack, race)
+    stack.start_worker()  # everything else is the background worker's
     s.featured = race.id
     s.intent_ids.append(race.id)
     # An offer the provider keeps throttling until its deadline passes.

@@ -8,6 +8,7 @@ cancel updates the attempt, never the business outcome.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +23,7 @@ from tidings.store import ledger
 from tidings.store.database import execute, fetch_all, fetch_one
 
 Conn = psycopg.Connection[Any]
+log = logging.getLogger("tidings.observations")
 
 _ATTEMPT_STATE = {
     ObservedStatus.accepted: AttemptState.ACCEPTED,
@@ -56,6 +58,17 @@ def apply_observation(
     if stored is None:
         return "duplicate"
     effect = _apply(conn, attempt, obs, now) if attempt else "unmatched"
+    log.info(
+        "observation applied",
+        extra={
+            "provider": obs.provider,
+            "provider_message_id": obs.provider_message_id,
+            "status": obs.status.value,
+            "source": source,
+            "effect": effect,
+            "intent_id": str(attempt.intent_id) if attempt else None,
+        },
+    )
     execute(conn, "observation_effect", {"tenant_id": tenant, "id": stored["id"], "effect": effect})
     return effect
 

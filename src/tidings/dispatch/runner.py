@@ -37,6 +37,7 @@ from tidings.dispatch.retention import purge
 from tidings.dispatch.sweep import sweep
 from tidings.jobs.prepare import prepare_next
 from tidings.observability.alerts import AlertSweeper
+from tidings.observability.logging import log_context
 from tidings.observability.metrics import outcome_of, record_provider_call
 from tidings.providers.base import (
     Indeterminate,
@@ -116,10 +117,22 @@ class Worker:
 
     def send_and_record(self, claimed: Claimed) -> str:
         adapter = self.adapters[claimed.intent.channel]
+        intent = claimed.intent
         with self._inflight_lock:
-            self._inflight.add(claimed.intent.id)
+            self._inflight.add(intent.id)
         try:
-            return self._send_and_record(adapter, claimed)
+            with log_context(
+                tenant_id=intent.tenant_id,
+                intent_id=str(intent.id),
+                correlation_id=intent.correlation_id,
+                channel=intent.channel,
+                template_revision=f"{intent.template_name}@{intent.template_revision}",
+                attempt_key=claimed.attempt_key,
+                provider=adapter.name,
+            ):
+                outcome = self._send_and_record(adapter, claimed)
+                log.info("attempt recorded", extra={"intent_outcome": outcome})
+                return outcome
         finally:
             with self._inflight_lock:
                 self._inflight.discard(claimed.intent.id)
@@ -141,7 +154,16 @@ class Worker:
                     del message
                     return record_limit_deferred(conn, claimed, room, self.t.clock.now())
         faults.point("before_send")
+        log.info("provider call")
         result = _call(adapter, message, claimed.attempt_key)
+        log.info(
+            "provider answered",
+            extra={
+                "result": type(result).__name__,
+                "provider_message_id": getattr(result, "provider_message_id", None),
+                "code": getattr(getattr(result, "code", None), "value", None),
+            },
+        )
         del message  # the rendered body and destination go no further
         faults.point("after_send_before_record")
         with self.t.db.transaction() as conn:
