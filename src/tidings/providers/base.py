@@ -196,6 +196,14 @@ class Headers(Mapping[str, str]):
 
 
 @dataclass(frozen=True)
+class InboundMessage:
+    """A message a recipient sent us (a STOP, a START), verified."""
+
+    sender: str = field(repr=False)
+    text: str = field(repr=False)
+
+
+@dataclass(frozen=True)
 class WebhookRequest:
     method: str
     url: str  # the full URL as received: some signatures cover it (Twilio)
@@ -350,6 +358,10 @@ class ProviderAdapter(ABC):
 
     @abstractmethod
     def verify_webhook(self, request: WebhookRequest) -> list[Observation]: ...
+
+    def parse_inbound(self, request: WebhookRequest) -> InboundMessage:
+        """Verify and read an inbound message webhook (STOP/START keywords)."""
+        raise ProviderConfigError(f"{self.name} does not receive inbound messages")
 
     def build_status_request(self, provider_message_id: str) -> Any:
         raise NotImplementedError

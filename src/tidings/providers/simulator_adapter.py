@@ -26,6 +26,7 @@ from tidings.providers.base import (
     AttachmentRef,
     HttpProviderAdapter,
     HttpRequest,
+    InboundMessage,
     InvalidSignature,
     Observation,
     ObservedStatus,
@@ -140,6 +141,17 @@ class SimulatorAdapter(HttpProviderAdapter):
             raise ProviderError("simulator webhook body is not JSON") from exc
         events = payload if isinstance(payload, list) else [payload]
         return [self._event_observation(event) for event in events]
+
+    def parse_inbound(self, request: WebhookRequest) -> InboundMessage:
+        """The simulator's inbound messages: {"from", "text"}, signed like receipts."""
+        self._check_signature(request)
+        try:
+            payload = json.loads(request.body)
+        except ValueError as exc:
+            raise ProviderError("simulator inbound body is not JSON") from exc
+        if not isinstance(payload, dict) or not isinstance(payload.get("from"), str):
+            raise ProviderError("simulator inbound message needs a sender")
+        return InboundMessage(payload["from"], str(payload.get("text", "")))
 
     def _check_signature(self, request: WebhookRequest) -> None:
         header = request.headers.get(SIGNATURE_HEADER)

@@ -30,6 +30,7 @@ from tidings.providers.base import (
     Accepted,
     HttpProviderAdapter,
     HttpRequest,
+    InboundMessage,
     InvalidSignature,
     Observation,
     ObservedStatus,
@@ -185,6 +186,15 @@ class TwilioAdapter(HttpProviderAdapter):
         key = stable_key(self.name, sid, status, params.get("ErrorCode"))
         attempt = parse_qs(urlsplit(request.url).query).get(KEY_PARAM, [None])[0]
         return [self._observation(sid, status, params.get("ErrorCode"), params, key, None, attempt)]
+
+    def parse_inbound(self, request: WebhookRequest) -> InboundMessage:
+        """Twilio posts inbound SMS to the number's webhook, signed the same way."""
+        form = parse_qs(request.body.decode("utf-8", "replace"), keep_blank_values=True)
+        self._check_signature(request.url, form, request.headers.get(SIGNATURE_HEADER))
+        sender, text = form.get("From", [""])[0], form.get("Body", [""])[0]
+        if not sender:
+            raise ProviderError("twilio inbound message without From")
+        return InboundMessage(sender, text)
 
     def _check_signature(
         self, url: str, params: Mapping[str, Sequence[str]], given: str | None

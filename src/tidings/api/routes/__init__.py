@@ -13,6 +13,7 @@ from tidings.api.routes import (
     controls,
     events,
     health,
+    inbound,
     intents,
     jobs,
     policies,
@@ -29,5 +30,6 @@ ROUTERS: tuple[APIRouter, ...] = (
     policies.router,
     controls.router,
     webhooks.router,
+    inbound.router,
     events.router,
 )
