@@ -36,6 +36,7 @@ from tidings.providers.base import (
     ObservedStatus,
     OutboundMessage,
     ProviderConfigError,
+    ProviderError,
     RejectCode,
     Retryable,
     SendResult,
