@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from pathlib import Path
@@ -56,6 +57,7 @@ def worker(
     ] = None,
 ) -> None:
     """Claim due intents, send them, reconcile and sweep, until SIGTERM."""
+    from tidings.dispatch.minting import minters_from_env
     from tidings.dispatch.runner import Worker, WorkerConfig
     from tidings.providers.routing import adapters_from_settings
 
@@ -68,7 +70,9 @@ def worker(
     )
     with _tidings() as t:
         t.migrate()
-        w = Worker(t, adapters_from_settings(settings), config=config)
+        w = Worker(
+            t, adapters_from_settings(settings), config=config, minters=minters_from_env(os.environ)
+        )
         if metrics_port is not None:
             from tidings.observability.metrics import serve_process_metrics
 

@@ -31,6 +31,7 @@ from tidings.dispatch.event_push import push_due
 from tidings.dispatch.facts import recipient_facts
 from tidings.dispatch.gate import RecipientFacts
 from tidings.dispatch.message import Minter, PrepareError, TemplateCache, prepare
+from tidings.dispatch.minting import MintUnavailable
 from tidings.dispatch.reconcile import run_checks
 from tidings.dispatch.record import record_limit_deferred, record_prepare_failure, record_result
 from tidings.dispatch.retention import purge
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("tidings.worker")
 NOTIFY_CHANNEL = "tidings_due"
 CONFIG_RETRY_SECONDS = 60.0
+MINT_RETRY_SECONDS = 30.0
 
 
 @dataclass
@@ -146,6 +148,11 @@ class Worker:
         except PrepareError as error:
             with self.t.db.transaction() as conn:
                 return record_prepare_failure(conn, claimed, error.code, self.t.clock.now())
+        except MintUnavailable:
+            # The application could not mint a token now: nothing was sent.
+            retry = Retryable(RejectCode.PROVIDER_ERROR, MINT_RETRY_SECONDS, "token minting")
+            with self.t.db.transaction() as conn:
+                return record_result(conn, claimed, retry, self.t.clock.now(), self.rng)
         if segments is not None:
             keys = spend_keys(claimed.intent, claimed.policy, claimed.provider, segments)
             with self.t.db.transaction() as conn:
