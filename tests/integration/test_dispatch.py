@@ -210,3 +210,20 @@ def test_undelivered_resends_exactly_the_budget(tidings: Tidings, clock: ManualC
     assert got.state is IntentState.FAILED
     keys = [e["idempotency_key"] for e in sends(core)]
     assert keys == [f"waitlist:771:1801:offer:1:attempt:{n}" for n in (1, 2, 3)]
+
+
+def test_a_retry_after_past_the_deadline_means_no_second_try(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    publish_offer_template(tidings)
+    core = simulator(clock, rate_429=1.0, retry_after_seconds=3600)
+    w = worker(tidings, core)
+    intent = offer(tidings)  # valid for 30 minutes
+    w.dispatch_once()
+    got = tidings.get(intent.id)
+    assert got.state is IntentState.PENDING and got.next_due_at == got.expires_at
+    clock.advance(minutes=30)
+    assert w.dispatch_once() == 0
+    w.sweep_once()
+    assert tidings.get(intent.id).state is IntentState.EXPIRED
+    assert [e["outcome"] for e in sends(core)] == ["rate_limited"]
