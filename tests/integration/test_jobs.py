@@ -124,8 +124,7 @@ def test_an_old_job_renders_its_recorded_revision(tidings: Tidings, clock: Manua
     tidings.prepare_jobs()
     w = worker(tidings, simulator(clock))
     [claimed, *_] = w.claim("email", 1)
-    with tidings.db.transaction() as conn:
-        message, _, _ = prepare(conn, claimed, tidings.vault, TemplateCache(), {})
+    message, _, _ = prepare(tidings.db, claimed, tidings.vault, TemplateCache(), {})
     assert claimed.intent.template_revision == job["template_revisions"]["email"] == 1
     assert message.subject == "Report Q3 media is ready"
     assert [a.id for a in message.attachments] == ["8421"]

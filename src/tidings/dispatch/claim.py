@@ -8,7 +8,7 @@ transaction commits (invariant 2).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -36,6 +36,8 @@ class Claimed:
     attempt_key: str
     provider: str
     policy: Policy
+    # Read with the claim, so the send needs no further round trip for it.
+    destination_ciphertext: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -54,13 +56,17 @@ def claim_batch(
         conn, "claim_due", {"channel": request.channel, "now": now, "limit": request.limit}
     )
     intents = [Intent.from_row(r) for r in rows]
+    by_id = {r["id"]: r for r in rows}
     shadowed = _shadow_scopes(conn, {i.tenant_id for i in intents})
     claimed = []
     for intent in intents:
-        result = decide(conn, intent, now, shadow=_covered(intent, shadowed), facts=facts)
+        result = decide(
+            conn, intent, now, shadow=_covered(intent, shadowed), facts=facts, row=by_id[intent.id]
+        )
         done = _apply(conn, intent, result, request, now)
         if done is not None:
-            claimed.append(done)
+            ciphertext = by_id[intent.id]["destination_ciphertext"]
+            claimed.append(replace(done, destination_ciphertext=ciphertext))
     return claimed
 
 

@@ -8,6 +8,7 @@ workers can never both see room under a frequency cap.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -27,14 +28,27 @@ from tidings.store.database import execute, fetch_one
 Conn = psycopg.Connection[Any]
 
 
-def recipient_facts(conn: Conn, intent: Intent, policy: Policy, now: datetime) -> PolicyRequest:
-    tenant, ref = intent.tenant_id, intent.recipient_ref
-    blocks = contacts.blocks_for(conn, tenant, intent.channel, intent.destination_hash or "")
-    evidence = tuple(
-        ConsentEvidence(r["channel"], r["purpose"], r["captured_at"], r["revoked_at"])
-        for r in contacts.consents_for(conn, tenant, ref, intent.channel)
-    )
-    timezone = intent.timezone or _contact_timezone(conn, intent)
+def recipient_facts(
+    conn: Conn, intent: Intent, policy: Policy, now: datetime, row: Mapping[str, Any]
+) -> PolicyRequest:
+    """Facts from the claim's own row when it brought them, else read now."""
+    if "fact_opted_out" in row:
+        opted_out, suppressed = bool(row["fact_opted_out"]), row["fact_suppressed"]
+        evidence = tuple(_evidence(intent.channel, c) for c in row["fact_consents"])
+        contact_timezone = row["fact_contact_timezone"]
+    else:
+        blocks = contacts.blocks_for(
+            conn, intent.tenant_id, intent.channel, intent.destination_hash or ""
+        )
+        opted_out, suppressed = blocks.opted_out, blocks.suppressed
+        evidence = tuple(
+            ConsentEvidence(r["channel"], r["purpose"], r["captured_at"], r["revoked_at"])
+            for r in contacts.consents_for(
+                conn, intent.tenant_id, intent.recipient_ref, intent.channel
+            )
+        )
+        contact_timezone = _contact_timezone(conn, intent)
+    timezone = intent.timezone or contact_timezone
     return PolicyRequest(
         channel=intent.channel,
         purpose=intent.purpose,
@@ -42,13 +56,23 @@ def recipient_facts(conn: Conn, intent: Intent, policy: Policy, now: datetime) -
         country=intent.country,
         timezone=timezone,
         consents=evidence,
-        opted_out=blocks.opted_out,
-        suppressed=blocks.suppressed is not None,
-        suppression_reason=blocks.suppressed,
+        opted_out=opted_out,
+        suppressed=suppressed is not None,
+        suppression_reason=suppressed,
         now=now,
         expires_at=intent.expires_at,
         recent_sends=_recent_sends(conn, intent, policy, now),
         fallback_timezones=tuple(intent.candidate_timezones) if timezone is None else (),
+    )
+
+
+def _evidence(channel: str, item: Mapping[str, Any]) -> ConsentEvidence:
+    revoked = item.get("revoked_at")
+    return ConsentEvidence(
+        channel,
+        item["purpose"],
+        datetime.fromisoformat(item["captured_at"]),
+        datetime.fromisoformat(revoked) if revoked else None,
     )
 
 

@@ -8,7 +8,7 @@ applies as one transition.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -41,10 +41,12 @@ class GateResult:
 
 # Supplies what the policy needs to know about the recipient (consent,
 # opt-out, suppression, recent sends). The contacts store plugs in here.
-RecipientFacts = Callable[[Conn, Intent, Policy, datetime], PolicyRequest]
+RecipientFacts = Callable[[Conn, Intent, Policy, datetime, Mapping[str, Any]], PolicyRequest]
 
 
-def bare_facts(conn: Conn, intent: Intent, policy: Policy, now: datetime) -> PolicyRequest:
+def bare_facts(
+    conn: Conn, intent: Intent, policy: Policy, now: datetime, row: Mapping[str, Any]
+) -> PolicyRequest:
     """Facts when no contact record exists: no consent, not opted out."""
     return PolicyRequest(
         channel=intent.channel,
@@ -61,12 +63,18 @@ def bare_facts(conn: Conn, intent: Intent, policy: Policy, now: datetime) -> Pol
 
 
 def decide(
-    conn: Conn, intent: Intent, now: datetime, *, shadow: bool, facts: RecipientFacts = bare_facts
+    conn: Conn,
+    intent: Intent,
+    now: datetime,
+    *,
+    shadow: bool,
+    facts: RecipientFacts = bare_facts,
+    row: Mapping[str, Any] | None = None,
 ) -> GateResult:
     policy = frozen_policy(conn, intent, now)
     if intent.expires_at is not None and intent.expires_at <= now:
         return GateResult(Verdict.EXPIRE, Decision(False, rules.EXPIRED, policy.version), policy)
-    decision = rules.evaluate(policy, facts(conn, intent, policy, now))
+    decision = rules.evaluate(policy, facts(conn, intent, policy, now, row or {}))
     action = rules.dispatch_action(decision, intent.expires_at)
     if shadow:
         return GateResult(Verdict.SHADOW, decision, policy)

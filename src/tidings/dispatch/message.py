@@ -17,7 +17,7 @@ from tidings.domain.intent import Intent
 from tidings.domain.segments import count_segments
 from tidings.providers.base import AttachmentRef, OutboundMessage
 from tidings.store import ledger, templates
-from tidings.store.database import fetch_one
+from tidings.store.database import Database, fetch_one
 from tidings.templates.model import TemplateError, TemplateRevision
 from tidings.templates.render import render
 from tidings.vault import Vault
@@ -40,13 +40,14 @@ class TemplateCache:
     def __init__(self) -> None:
         self._items: dict[tuple[str, str, int], TemplateRevision] = {}
 
-    def get(self, conn: Conn, intent: Intent) -> TemplateRevision:
+    def get(self, db: Database, intent: Intent) -> TemplateRevision:
         if intent.template_revision is None:
             raise PrepareError("TEMPLATE_MISSING")
         key = (intent.tenant_id, intent.template_name, intent.template_revision)
         found = self._items.get(key)
         if found is None:
-            found = templates.get_revision(conn, *key)
+            with db.transaction() as conn:
+                found = templates.get_revision(conn, *key)
             if found is None:
                 raise PrepareError("TEMPLATE_MISSING")
             self._items[key] = found
@@ -54,11 +55,17 @@ class TemplateCache:
 
 
 def prepare(
-    conn: Conn, claimed: Claimed, vault: Vault, cache: TemplateCache, minters: Mapping[str, Minter]
+    db: Database,
+    claimed: Claimed,
+    vault: Vault,
+    cache: TemplateCache,
+    minters: Mapping[str, Minter],
 ) -> tuple[OutboundMessage, int | None, str | None]:
-    """The message, and for SMS its segment count and encoding."""
+    """The message, and for SMS its segment count and encoding. Reads the
+    database only for what the claim did not bring (a template not yet
+    cached, a report reference)."""
     intent = claimed.intent
-    revision = cache.get(conn, intent)
+    revision = cache.get(db, intent)
     variables = dict(intent.variables)
     minter = minters.get(intent.event_class)
     if minter is not None:
@@ -67,8 +74,8 @@ def prepare(
         rendered = render(revision, variables)
     except TemplateError:
         raise PrepareError("RENDER_FAILED") from None
-    to = _destination(conn, intent, vault)
-    attachments = _attachments(conn, intent) if intent.channel == "email" else ()
+    to = _destination(db, claimed, vault)
+    attachments = _attachments(db, intent) if intent.channel == "email" else ()
     message = OutboundMessage(
         channel="sms" if intent.channel == "sms" else "email",
         to=to,
@@ -90,19 +97,20 @@ def prepare(
     return message, count.segments, count.encoding
 
 
-def _attachments(conn: Conn, intent: Intent) -> tuple[AttachmentRef, ...]:
+def _attachments(db: Database, intent: Intent) -> tuple[AttachmentRef, ...]:
     """The report travels by reference; the adapter loads its bytes at send time."""
     if intent.report_id is None or intent.report_revision is None:
         return ()
-    row = fetch_one(
-        conn,
-        "report_by_id",
-        {
-            "tenant_id": intent.tenant_id,
-            "id": intent.report_id,
-            "revision": intent.report_revision,
-        },
-    )
+    with db.transaction() as conn:
+        row = fetch_one(
+            conn,
+            "report_by_id",
+            {
+                "tenant_id": intent.tenant_id,
+                "id": intent.report_id,
+                "revision": intent.report_revision,
+            },
+        )
     if row is None:
         raise PrepareError("REPORT_MISSING")
     return (
@@ -112,10 +120,14 @@ def _attachments(conn: Conn, intent: Intent) -> tuple[AttachmentRef, ...]:
     )
 
 
-def _destination(conn: Conn, intent: Intent, vault: Vault) -> str:
-    if intent.destination_hash is None:
-        raise PrepareError("DESTINATION_MISSING")
-    ciphertext = ledger.destination_ciphertext(conn, intent.tenant_id, intent.destination_hash)
+def _destination(db: Database, claimed: Claimed, vault: Vault) -> str:
+    intent = claimed.intent
+    ciphertext = claimed.destination_ciphertext
+    if ciphertext is None and intent.destination_hash is not None:
+        with db.transaction() as conn:
+            ciphertext = ledger.destination_ciphertext(
+                conn, intent.tenant_id, intent.destination_hash
+            )
     if ciphertext is None:
         raise PrepareError("DESTINATION_MISSING")
-    return vault.decrypt(ciphertext)
+    return vault.decrypt(bytes(ciphertext))

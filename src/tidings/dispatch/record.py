@@ -125,7 +125,7 @@ def _accepted(
     conn: Conn, claimed: Claimed, result: Accepted, now: datetime, rng: random.Random
 ) -> str:
     schedule = claimed.policy.poll_schedule
-    fetch_one(
+    row = fetch_one(
         conn,
         "attempt_accepted",
         {
@@ -144,8 +144,9 @@ def _accepted(
         ledger.Move(),
         {"provider_message_id": result.provider_message_id, "attempt": claimed.n},
     )
-    rematch(conn, claimed.provider, result.provider_message_id, now)
-    if moved == "moved":
+    if row is None or row["has_unmatched"]:
+        rematch(conn, claimed.provider, result.provider_message_id, now)
+    if moved == "moved" and row is None:  # a receipt settled the attempt first
         _settle_early_receipt(conn, claimed, now)
     return moved
 

@@ -141,10 +141,9 @@ class Worker:
 
     def _send_and_record(self, adapter: ProviderAdapter, claimed: Claimed) -> str:
         try:
-            with self.t.db.transaction() as conn:
-                message, segments, encoding = prepare(
-                    conn, claimed, self.t.vault, self.templates, self.minters
-                )
+            message, segments, encoding = prepare(
+                self.t.db, claimed, self.t.vault, self.templates, self.minters
+            )
         except PrepareError as error:
             with self.t.db.transaction() as conn:
                 return record_prepare_failure(conn, claimed, error.code, self.t.clock.now())

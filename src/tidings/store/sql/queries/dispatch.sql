@@ -2,7 +2,27 @@
 -- Due intents of one channel in keyset order. SKIP LOCKED lets workers
 -- share the queue without waiting on each other; rows covered by an enabled
 -- kill switch are never claimed, so they cost nothing while it is on.
-SELECT i.* FROM intents i
+-- What the gate and the send need comes along, so a claim is one round
+-- trip for the whole batch: the destination's ciphertext, its opt-out and
+-- suppression, the contact's time zone and consent evidence.
+SELECT i.*, d.ciphertext AS destination_ciphertext,
+       EXISTS (SELECT 1 FROM opt_outs o
+               WHERE o.tenant_id = i.tenant_id AND o.channel = i.channel
+                 AND o.destination_hash = i.destination_hash) AS fact_opted_out,
+       (SELECT s.reason FROM suppressions s
+        WHERE s.tenant_id = i.tenant_id AND s.channel = i.channel
+          AND s.destination_hash = i.destination_hash) AS fact_suppressed,
+       (SELECT c.timezone FROM contacts c
+        WHERE c.tenant_id = i.tenant_id AND c.ref = i.recipient_ref) AS fact_contact_timezone,
+       (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'purpose', k.purpose, 'captured_at', k.captured_at,
+                   'revoked_at', k.revoked_at)), '[]'::jsonb)
+        FROM consents k
+        WHERE k.tenant_id = i.tenant_id AND k.ref = i.recipient_ref
+          AND k.channel = i.channel) AS fact_consents
+FROM intents i
+LEFT JOIN destinations d
+       ON d.tenant_id = i.tenant_id AND d.destination_hash = i.destination_hash
 WHERE i.state IN ('pending', 'resend_due')
   AND i.channel = %(channel)s
   AND i.next_due_at <= %(now)s
@@ -36,7 +56,11 @@ UPDATE attempts SET
     checks_expire_at = %(checks_expire_at)s
 WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s
   AND state IN ('sending', 'unknown')
-RETURNING *;
+RETURNING *,
+    -- whether receipts for this provider id arrived before we knew it
+    EXISTS (SELECT 1 FROM observations o
+            WHERE o.intent_id IS NULL AND o.provider = attempts.provider
+              AND o.provider_message_id = %(provider_message_id)s) AS has_unmatched;
 
 -- name: attempt_settled
 UPDATE attempts SET
