@@ -14,8 +14,8 @@ import pytest
 
 from tidings import ManualClock, Tidings
 from tidings.observability.alert_webhook import AlertWebhook
-from tidings.signing import SIGNATURE_HEADER, verify_signature
 from tidings.observability.alerts import AlertConfig, AlertSweeper, Objective
+from tidings.signing import SIGNATURE_HEADER, verify_signature
 
 from .dispatch_helpers import offer, publish_offer_template, simulator, worker
 
