@@ -239,16 +239,23 @@ class Worker:
 
     def _channel_loop(self, channel: str, stop: threading.Event) -> None:
         budget = max(1, self.config.concurrency.get(channel, 4))
+        # A few sends' worth per claim keeps the pool busy without holding
+        # leases on more than it can send well within them.
+        size = min(self.config.batch_size, budget * 4)
         with ThreadPoolExecutor(budget, thread_name_prefix=f"send-{channel}") as pool:
             while not stop.is_set():
                 try:
-                    claimed = self.claim(channel, min(budget, self.config.batch_size))
+                    claimed = self.claim(channel, size)
                     list(pool.map(self.send_and_record, claimed))
                 except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                     log.warning("dispatch %s: database unavailable: %s", channel, exc)
                     stop.wait(1.0)
                     continue
-                if len(claimed) < min(budget, self.config.batch_size):
+                except Exception:  # a bug must not end the loop; leases recover the rest
+                    log.exception("dispatch %s: unexpected error", channel)
+                    stop.wait(1.0)
+                    continue
+                if len(claimed) < size:
                     self._wake[channel].wait(self.config.idle_wait)
                     self._wake[channel].clear()
 
@@ -281,6 +288,8 @@ class Worker:
                     last_purge = time.monotonic()
             except psycopg.Error as exc:
                 log.warning("maintenance: %s", exc)
+            except Exception:  # keep sweeping and reconciling whatever one step did
+                log.exception("maintenance: unexpected error")
 
 
 def _call(adapter: ProviderAdapter, message: Any, key: str) -> SendResult:
