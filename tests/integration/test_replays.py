@@ -1,0 +1,135 @@
+"""Replaying any queue message, status observation or cancellation, in any
+interleaving, never creates an unauthorized second message (issue 4)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from tidings import IntentState, ManualClock, Tidings
+from tidings.dispatch.observe import apply_observation
+from tidings.domain.states import TERMINAL_INTENT
+from tidings.providers.simulator_adapter import InProcessSimulatorAdapter
+
+from .conftest_helpers import make_tidings
+from .dispatch_helpers import offer, publish_offer_template, simulator, worker
+
+SENT = {"accepted", "timeout_after_accept"}
+
+
+def build(t: Tidings, clock: ManualClock) -> type[RuleBasedStateMachine]:
+    runs = iter(range(10**6))
+
+    class Replays(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.run = next(runs)
+            self.core = simulator(
+                clock,
+                receipt_delay_ms=500,
+                duplicate_rate=0.3,
+                reorder=True,
+                delivered_share=0.5,
+                webhook_url="http://in-process/hook",
+                seed=self.run,
+            )
+            self.adapter = InProcessSimulatorAdapter(self.core)
+            self.worker = worker(t, self.core)
+            self.worker.adapters = {"sms": self.adapter, "email": self.adapter}
+            self.worker.by_name = {"simulator": self.adapter}
+            self.intents: list[Any] = []
+            self.seen_webhooks: list[Any] = []
+            self.canceled_at: dict[Any, Any] = {}
+
+        @rule(budget=st.integers(0, 2))
+        def create(self, budget: int) -> None:
+            n = len(self.intents)
+            intent = offer(
+                t,
+                n,
+                idempotency_key=f"replay:{self.run}:{n}",
+                resend_budget=budget,
+                expires_at=clock.now() + timedelta(minutes=10),
+            )
+            self.intents.append(intent.id)
+
+        @precondition(lambda self: self.intents)
+        @rule(times=st.integers(1, 3))
+        def dispatch(self, times: int) -> None:
+            for _ in range(times):  # a queue delivering the same wake-up again
+                self.worker.dispatch_once()
+
+        @precondition(lambda self: self.intents)
+        @rule(data=st.data())
+        def cancel(self, data: st.DataObject) -> None:
+            intent_id = data.draw(st.sampled_from(self.intents))
+            for _ in range(data.draw(st.integers(1, 2))):
+                try:
+                    t.cancel(intent_id, reason="member_left")
+                    self.canceled_at.setdefault(intent_id, clock.now())
+                except Exception:  # already terminal: the replay is refused
+                    pass
+
+        @rule(seconds=st.sampled_from([0.2, 1, 6, 30]))
+        def time_passes(self, seconds: float) -> None:
+            clock.advance(seconds)
+
+        @rule()
+        def receipts_arrive(self) -> None:
+            for request in self.adapter.due_webhooks():
+                self.seen_webhooks.append(request)
+                self._apply(request)
+
+        @precondition(lambda self: self.seen_webhooks)
+        @rule(data=st.data())
+        def replay_a_receipt(self, data: st.DataObject) -> None:
+            self._apply(data.draw(st.sampled_from(self.seen_webhooks)))
+
+        @rule()
+        def reconcile(self) -> None:
+            self.worker.sweep_once()
+            self.worker.reconcile_once()
+
+        def _apply(self, request: Any) -> None:
+            with t.db.transaction() as conn:
+                for obs in self.adapter.verify_webhook(request):
+                    apply_observation(conn, obs, "webhook", clock.now())
+
+        @invariant()
+        def no_unauthorized_second_message(self) -> None:
+            sent = Counter(e["idempotency_key"] for e in self.core.ledger() if e["outcome"] in SENT)
+            assert all(n == 1 for n in sent.values()), sent
+            for intent_id in self.intents:
+                got = t.get(intent_id)
+                reached = [a for a in got.attempts if a.attempt_key in sent]
+                assert len(reached) <= 1 + got.resend_budget
+                if intent_id in self.canceled_at:
+                    assert got.state is IntentState.CANCELED
+                    after = [a for a in got.attempts if a.created_at > self.canceled_at[intent_id]]
+                    assert after == [], "an attempt started after the cancel committed"
+                if got.state in TERMINAL_INTENT:
+                    assert got.terminal_at is not None
+
+    return Replays
+
+
+def test_replays_never_send_twice(db_url: str) -> None:
+    clock = ManualClock()
+    t = make_tidings(db_url, clock)
+    publish_offer_template(t)
+    try:
+        machine = build(t, clock)
+        machine.TestCase.settings = settings(
+            max_examples=40,
+            stateful_step_count=25,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+        )
+        machine.TestCase().runTest()
+    finally:
+        t.close()
