@@ -1,0 +1,93 @@
+"""Talking to the API process: keys, intents and bulk jobs, over loopback.
+
+Bulk jobs are driven through the public HTTP contract (`POST /v1/jobs`,
+`GET /v1/jobs/{id}`) rather than a library call, so the benchmark does not
+depend on how `tidings.jobs` arranges its internals.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from bench.seed import TEMPLATE, engine
+
+# A job's status is counted from its rows on every read: polling it too
+# often would load the database the job is being prepared in.
+POLL_S = 0.2
+JOB_TIMEOUT_S = 600.0
+
+
+def unavailable(feature: str = "intents") -> str | None:
+    """Why the API (or its jobs routes) cannot be benchmarked, or None."""
+    try:
+        from tidings.api.app import create_app  # noqa: F401
+        from tidings.api.routes import ROUTERS
+        from tidings.store import api_keys  # noqa: F401
+    except ImportError as exc:
+        return f"skipped: API unavailable ({exc.name})"
+    if feature == "jobs":
+        routes = {(getattr(r, "path", ""), m) for router in ROUTERS for r in router.routes
+                  for m in getattr(r, "methods", ())}  # fmt: skip
+        if ("/v1/jobs", "POST") not in routes:
+            return "skipped: jobs unavailable (no POST /v1/jobs in the API)"
+    return None
+
+
+def create_key(dsn: str) -> str:
+    """An API key for the bench tenant with every scope; returns the plaintext."""
+    from tidings.store import api_keys
+
+    with engine(dsn, 1) as t, t.db.transaction() as conn:
+        _, plaintext = api_keys.create_key(conn, t.tenant, ["send", "read", "admin"], "bench")
+    return plaintext
+
+
+def client(base_url: str, key: str) -> httpx.Client:
+    headers = {"Authorization": f"Bearer {key}"}
+    return httpx.Client(base_url=base_url, headers=headers, timeout=30.0)
+
+
+def intent_body(tag: str, i: int) -> dict[str, Any]:
+    return {
+        "idempotency_key": f"bench:{tag}:{i}",
+        "channel": "sms",
+        "recipient": {"ref": f"member-{i}", "phone": f"+1415555{1000 + i % 9000:04d}"},
+        "template": TEMPLATE,
+        "variables": {"class_name": "Spin 7am", "deadline": "18:00"},
+        "purpose": "transactional",
+        "event_class": "waitlist_offer",
+    }
+
+
+def job_body(tag: str, recipients: int) -> dict[str, Any]:
+    audience = [
+        {"ref": f"member-{i}", "phone": f"+1415555{1000 + i % 9000:04d}"} for i in range(recipients)
+    ]
+    return {
+        "idempotency_key": f"bench:job:{tag}",
+        "event_class": "waitlist_offer",
+        "purpose": "transactional",
+        "template": {"name": TEMPLATE},
+        "channels": ["sms"],
+        "audience": audience,
+        "variables": {"class_name": "Spin 7am", "deadline": "18:00"},
+    }
+
+
+def submit_job(http: httpx.Client, tag: str, recipients: int) -> str:
+    reply = http.post("/v1/jobs", json=job_body(tag, recipients), timeout=JOB_TIMEOUT_S)
+    reply.raise_for_status()
+    return str(reply.json()["id"])
+
+
+def wait_job(http: httpx.Client, job_id: str, until: set[str], cap_s: float) -> dict[str, Any]:
+    """Poll the job until its status is in `until` or `cap_s` passed; the last view."""
+    deadline = time.monotonic() + cap_s
+    while True:
+        view: dict[str, Any] = http.get(f"/v1/jobs/{job_id}").raise_for_status().json()
+        if view.get("status") in until or time.monotonic() >= deadline:
+            return view
+        time.sleep(POLL_S)

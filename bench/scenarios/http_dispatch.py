@@ -1,0 +1,55 @@
+"""Scenario 2: dispatch over HTTP to the simulator process, 20 ms per send.
+
+The same seeded intents as scenario 1, sent by 2 worker processes through
+`SimulatorAdapter` to `python -m tidings.providers.simulator` answering
+after 20 ms. With a provider that slow, throughput is bounded by how many
+sends are in flight: the sweep over the per-channel send concurrency shows
+what keeps it up. The claim batch grows with the concurrency (a claim never
+takes more than the budget), and the pool with it, so neither caps the sweep.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from bench.context import Context
+from bench.model import Measure, ScenarioResult, repeat
+from bench.procs import WorkerSpec, simulator
+from bench.scenarios.dispatch import COMPARE, once
+from bench.seed import seeded_template
+
+TITLE = "2. Dispatch over HTTP, 20 ms provider"
+LATENCY_MS = 20.0
+WORKERS = 2
+CONCURRENCY = (4, 16, 64)
+# Connections are held only around each transaction, never across the send,
+# so a pool much smaller than the concurrency suffices; capped so that two
+# workers stay within PostgreSQL's default 100 connections.
+MAX_POOL = 40
+
+
+def run(ctx: Context) -> ScenarioResult:
+    result = ScenarioResult("http", TITLE)
+    template = seeded_template(ctx, ctx.config.intents)
+    with simulator(LATENCY_MS) as (base_url, _):
+        for concurrency in CONCURRENCY:
+            spec = WorkerSpec(
+                dsn="",
+                simulator_url=base_url,
+                concurrency=concurrency,
+                batch_size=max(50, concurrency),
+                pool_size=min(MAX_POOL, concurrency + 4),
+            )
+            values = repeat(
+                ctx.config.repetitions,
+                partial(once, ctx, template, WORKERS, result, spec),
+            )
+            label = f"HTTP dispatch, {WORKERS} workers, send concurrency {concurrency}"
+            result.measures.append(
+                Measure(f"http.c{concurrency}", label, "intents/s", values["rate"], COMPARE)
+            )
+    result.notes.append(
+        f"ceiling per worker = concurrency / {LATENCY_MS:.0f} ms, "
+        f"e.g. {1000 / LATENCY_MS * CONCURRENCY[0]:.0f}/s at {CONCURRENCY[0]}"
+    )
+    return result

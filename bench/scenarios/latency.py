@@ -1,0 +1,122 @@
+"""Scenario 4: create-to-provider-call latency at half the maximum throughput.
+
+Two worker processes idle on LISTEN/NOTIFY while producer threads create
+intents with `notify` at half the rate scenario 1 measured for two
+workers (open loop: each creation has its planned moment, so a slow
+dispatch cannot slow the load down). The latency of one intent is the
+simulator ledger's `received_at` (the provider call) minus the intent's
+`created_at`, both from this machine's clock. The first second is warm-up
+(template cache, prepared statements) and is left out.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+import psycopg
+
+from bench.context import Context
+from bench.model import Measure, ScenarioResult, percentile, repeat
+from bench.procs import WorkerGroup, WorkerSpec
+from bench.progress import wait_dispatched
+from bench.scenarios import dispatch
+from bench.seed import engine, published_template, request, seeded_template
+
+TITLE = "4. Latency at half load"
+WORKERS = 2
+PRODUCERS = 2
+WARM_UP_S = 1.0
+DRAIN_S = 5.0
+CALIBRATION_INTENTS = 3000
+
+
+def run(ctx: Context) -> ScenarioResult:
+    result = ScenarioResult("latency", TITLE)
+    rate = _half_load(ctx, result)
+    template = published_template(ctx)
+    values = repeat(ctx.config.repetitions, lambda: _once(ctx, template, rate))
+    result.measures += [
+        Measure("latency.p50", f"create→provider call p50 at {rate:.0f}/s", "ms", values["p50"]),
+        Measure("latency.p99", f"create→provider call p99 at {rate:.0f}/s", "ms", values["p99"]),
+        Measure("latency.offered", "creation rate achieved", "intents/s", values["offered"]),
+    ]
+    return result
+
+
+def _half_load(ctx: Context, result: ScenarioResult) -> float:
+    measured = ctx.median("dispatch", f"dispatch.w{WORKERS}")
+    if measured is None:
+        # Run alone (--only latency): a short calibration instead.
+        template = seeded_template(ctx, CALIBRATION_INTENTS)
+        measured = dispatch.once(ctx, template, WORKERS, result, count=CALIBRATION_INTENTS)["rate"]
+        result.notes.append(f"maximum from a one-off calibration: {measured:.0f}/s")
+    return measured / 2
+
+
+def _once(ctx: Context, template: str, rate: float) -> dict[str, float]:
+    name, dsn = ctx.server.fresh("latency", template)
+    count = int(rate * ctx.config.seconds)
+    try:
+        with tempfile.TemporaryDirectory() as ledgers:
+            spec = WorkerSpec(dsn, ledger_dir=ledgers)
+            with WorkerGroup(spec, WORKERS) as group:
+                group.go()
+                time.sleep(0.5)  # let the workers reach their first idle LISTEN wait
+                offered = _produce(dsn, rate, count)
+                wait_dispatched(dsn, count, time.perf_counter(), DRAIN_S)
+            received = _ledger(Path(ledgers))
+        samples = _latencies(dsn, received)
+    finally:
+        ctx.server.drop(name)
+    return {"p50": percentile(samples, 50), "p99": percentile(samples, 99), "offered": offered}
+
+
+def _produce(dsn: str, rate: float, count: int) -> float:
+    """Create `count` intents, the i-th at start + i/rate; returns the achieved rate."""
+    with engine(dsn, PRODUCERS + 1) as t:
+        t.notify(**request(t, "warm", 0))  # tenant row and pool warm before the clock
+        started = time.perf_counter()
+
+        def produce(first: int) -> None:
+            for i in range(first, count, PRODUCERS):
+                delay = started + i / rate - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                t.notify(**request(t, "latency", i))
+
+        threads = [threading.Thread(target=produce, args=(p,)) for p in range(PRODUCERS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return count / (time.perf_counter() - started)
+
+
+def _ledger(folder: Path) -> dict[str, datetime]:
+    received: dict[str, datetime] = {}
+    for file in folder.glob("*.json"):
+        for key, at in json.loads(file.read_text()):
+            received.setdefault(key, datetime.fromisoformat(at))
+    return received
+
+
+def _latencies(dsn: str, received: dict[str, datetime]) -> list[float]:
+    query = """
+        SELECT a.attempt_key, i.created_at FROM attempts a
+        JOIN intents i ON i.tenant_id = a.tenant_id AND i.id = a.intent_id
+        WHERE a.n = 1 AND i.idempotency_key LIKE 'bench:latency:%'
+    """
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(query).fetchall()
+    first = min((created for _, created in rows), default=None)
+    samples = [
+        (received[key] - created).total_seconds() * 1000
+        for key, created in rows
+        if key in received and first and (created - first).total_seconds() >= WARM_UP_S
+    ]
+    return sorted(samples)

@@ -1,0 +1,98 @@
+"""Scenario 6: bulk jobs of 10k, 100k and (with --full) 1M recipients.
+
+Through the API process, with two in-process-simulator workers running:
+`POST /v1/jobs` freezes the audience, the workers prepare it (channels
+resolved, intents created) and dispatch it. Time per recipient = (freeze +
+prepare time) / recipients + dispatch time / recipients dispatched within
+the time cap after preparation (a 1M dispatch does not fit in a benchmark
+run; its per-recipient cost does). Both parts are reported too. Peak memory
+is VmHWM of the worker and API processes, read before they stop.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+
+from bench import api_client
+from bench.context import Context
+from bench.model import Measure, ScenarioResult, repeat
+from bench.procs import WorkerGroup, WorkerSpec, api, peak_rss_mb
+from bench.progress import wait_dispatched
+from bench.scenarios.creation import FROZEN
+from bench.seed import published_template
+
+TITLE = "6. Scale: bulk jobs"
+WORKERS = 2
+SIZES = {"10k": 10_000, "100k": 100_000}
+FULL_SIZES = {**SIZES, "1M": 1_000_000}
+FREEZE_CAP_S = 900.0
+# Dispatch throughput is scenario 1's subject; here a few seconds of it
+# suffice to show whether the per-recipient cost grows with the job.
+DISPATCH_CAP_S = 5.0
+
+
+def run(ctx: Context) -> ScenarioResult:
+    result = ScenarioResult("scale", TITLE)
+    reason = api_client.unavailable("jobs")
+    if reason:
+        result.skipped = reason
+        return result
+    template = published_template(ctx)
+    sizes = FULL_SIZES if ctx.config.full else SIZES
+    for label, size in sizes.items():
+        values = repeat(ctx.config.repetitions, partial(_once, ctx, template, size))
+        result.measures += [
+            Measure(f"scale.per_recipient_{label}", f"{label} job, time per recipient", "ms",
+                    values["per_recipient_ms"]),
+            Measure(f"scale.freeze_{label}", f"{label} job, freeze + prepare per recipient",
+                    "ms", values["freeze_ms"]),
+            Measure(f"scale.dispatch_{label}", f"{label} job, dispatch per recipient", "ms",
+                    values["dispatch_ms"]),
+            Measure(f"scale.rss_worker_{label}", f"{label} job, worker peak RSS", "MB",
+                    values["rss_worker"]),
+            Measure(f"scale.rss_api_{label}", f"{label} job, API peak RSS", "MB",
+                    values["rss_api"]),
+        ]  # fmt: skip
+    _ratio(result, "1M" if ctx.config.full else "100k")
+    return result
+
+
+def _once(ctx: Context, template: str, size: int) -> dict[str, float]:
+    name, dsn = ctx.server.fresh("scale", template)
+    key = api_client.create_key(dsn)
+    try:
+        with (
+            api(dsn) as (base_url, api_pid),
+            api_client.client(base_url, key) as http,
+            WorkerGroup(WorkerSpec(dsn), WORKERS) as group,
+        ):
+            started = group.go()
+            job = api_client.submit_job(http, f"scale{size}", size)
+            view = api_client.wait_job(http, job, FROZEN, FREEZE_CAP_S)
+            frozen_at = time.perf_counter()
+            if view.get("status") not in FROZEN:
+                raise RuntimeError(f"{size:,} recipients not frozen in {FREEZE_CAP_S:.0f} s")
+            done, spent = wait_dispatched(
+                dsn, size, frozen_at, min(ctx.config.seconds, DISPATCH_CAP_S)
+            )
+            rss = {"rss_worker": group.peak_rss_mb(), "rss_api": peak_rss_mb(api_pid)}
+        freeze, send = (frozen_at - started) / size, spent / max(done, 1)
+        return {
+            "per_recipient_ms": (freeze + send) * 1000,
+            "freeze_ms": freeze * 1000,
+            "dispatch_ms": send * 1000,
+            **rss,
+        }
+    finally:
+        ctx.server.drop(name)
+
+
+def _ratio(result: ScenarioResult, largest: str) -> None:
+    big = result.measure(f"scale.per_recipient_{largest}")
+    small = result.measure("scale.per_recipient_10k")
+    if big and small and small.median:
+        result.measures.append(
+            Measure(f"scale.ratio_{largest}", f"time per recipient, {largest} / 10k", "x",
+                    [big.median / small.median])
+        )  # fmt: skip
