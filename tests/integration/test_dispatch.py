@@ -6,6 +6,9 @@ from datetime import timedelta
 import psycopg
 
 from tidings import IntentState, ManualClock, Tidings
+from tidings.dispatch.message import TemplateCache, prepare
+from tidings.dispatch.observe import apply_observation
+from tidings.providers.simulator_adapter import InProcessSimulatorAdapter
 
 from .dispatch_helpers import offer, publish_offer_template, sends, simulator, worker
 
@@ -227,3 +230,30 @@ def test_a_retry_after_past_the_deadline_means_no_second_try(
     w.sweep_once()
     assert tidings.get(intent.id).state is IntentState.EXPIRED
     assert [e["outcome"] for e in sends(core)] == ["rate_limited"]
+
+
+def test_a_receipt_while_the_worker_is_gone_settles_the_recovered_intent(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    """Found by the reliability suite: the worker is killed after the
+    provider accepted; the delivered receipt reaches the attempt; the lease
+    then expires. The intent must end delivered, not stay reconciling."""
+    publish_offer_template(tidings)
+    core = simulator(clock, receipt_delay_ms=500, webhook_url="http://in-process/hook")
+    adapter = InProcessSimulatorAdapter(core)
+    w = worker(tidings, core, lease_seconds=30)
+    intent = offer(tidings)
+    [claimed] = w.claim("sms", 10)
+    message, _, _ = prepare(tidings.db, claimed, tidings.vault, TemplateCache(), {})
+    adapter.send(message, claimed.attempt_key)  # accepted; the worker dies before recording
+    clock.advance(1)
+    with tidings.db.transaction() as conn:
+        for request in adapter.due_webhooks():
+            for obs in adapter.verify_webhook(request):
+                apply_observation(conn, obs, "webhook", clock.now())
+    assert tidings.get(intent.id).attempts[0].state == "delivered"
+    clock.advance(31)
+    w.sweep_once()
+    got = tidings.get(intent.id)
+    assert got.state is IntentState.DELIVERED
+    assert len(sends(core)) == 1
