@@ -127,6 +127,25 @@ def _apply(conn: Conn, attempt: Attempt, obs: Observation, now: datetime) -> str
     return settle_intent(conn, intent, attempt, target, obs, now)
 
 
+def carry_settled_attempt(conn: Conn, intent: Intent, now: datetime) -> None:
+    """A receipt reached the current attempt while the intent was `sending`
+    (it could not move the intent then): what it proved settles the intent
+    now, instead of leaving it waiting for a lookup nobody scheduled."""
+    row = fetch_one(
+        conn,
+        "attempt_by_number",
+        {
+            "tenant_id": intent.tenant_id,
+            "intent_id": intent.id,
+            "n": intent.attempt_count,
+        },
+    )
+    if row is None or row["state"] in ("sending", "unknown"):
+        return
+    attempt = Attempt.from_row(row)
+    settle_intent(conn, intent, attempt, attempt.state, None, now)
+
+
 def settle_intent(
     conn: Conn,
     intent: Intent,

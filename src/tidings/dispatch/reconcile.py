@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 
 from tidings.dispatch.gate import frozen_policy
-from tidings.dispatch.observe import apply_observation, settle_intent
+from tidings.dispatch.observe import apply_observation, carry_settled_attempt
 from tidings.domain.errors import StaleTransition
 from tidings.domain.intent import Attempt, Intent
 from tidings.domain.schedules import next_check_at
@@ -72,27 +72,8 @@ def recover_leases(conn: Conn, now: datetime, limit: int = 100) -> int:
             detail={"lease_owner": intent.lease_owner, "attempt": intent.attempt_count},
         )
         if marked is None:
-            _carry_receipt(conn, moved, now)
+            carry_settled_attempt(conn, moved, now)
     return len(rows)
-
-
-def _carry_receipt(conn: Conn, intent: Intent, now: datetime) -> None:
-    """A receipt reached the attempt while its worker was gone (it could not
-    move a `sending` intent then): what it proved settles the intent now,
-    instead of leaving it `reconciling` with nothing left to look up."""
-    row = fetch_one(
-        conn,
-        "attempt_by_number",
-        {
-            "tenant_id": intent.tenant_id,
-            "intent_id": intent.id,
-            "n": intent.attempt_count,
-        },
-    )
-    if row is None or row["state"] in ("sending", "unknown"):
-        return
-    attempt = Attempt.from_row(row)
-    settle_intent(conn, intent, attempt, attempt.state, None, now)
 
 
 def lease_checks(conn: Conn, now: datetime, limit: int) -> list[DueCheck]:

@@ -15,12 +15,10 @@ from typing import Any
 import psycopg
 
 from tidings.dispatch.claim import Claimed
-from tidings.dispatch.observe import rematch, settle_intent
+from tidings.dispatch.observe import carry_settled_attempt, rematch
 from tidings.domain.errors import StaleTransition
-from tidings.domain.intent import Attempt
 from tidings.domain.limits import LimitCheck
 from tidings.domain.schedules import next_check_at, retry_delay
-from tidings.domain.states import AttemptState
 from tidings.domain.transitions import Event
 from tidings.observability.metrics import record_rate_limit_wait
 from tidings.providers.base import (
@@ -147,19 +145,14 @@ def _accepted(
     if row is None or row["has_unmatched"]:
         rematch(conn, claimed.provider, result.provider_message_id, now)
     if moved == "moved" and row is None:  # a receipt settled the attempt first
-        _settle_early_receipt(conn, claimed, now)
+        _carry(conn, claimed, now)
     return moved
 
 
-def _settle_early_receipt(conn: Conn, claimed: Claimed, now: datetime) -> None:
-    """A receipt that beat the send's own answer already settled the attempt;
-    carry it to the intent, which could not move while it was `sending`."""
-    row = fetch_one(conn, "attempt_by_number", _attempt(claimed))
-    if row is None or row["state"] not in ("delivered", "undelivered", "failed"):
-        return
+def _carry(conn: Conn, claimed: Claimed, now: datetime) -> None:
     intent = ledger.get_intent(conn, claimed.intent.tenant_id, claimed.intent.id)
-    assert intent is not None
-    settle_intent(conn, intent, Attempt.from_row(row), AttemptState(row["state"]), None, now)
+    if intent is not None:
+        carry_settled_attempt(conn, intent, now)
 
 
 def _deferred(
@@ -184,7 +177,7 @@ def _deferred(
 
 def _indeterminate(conn: Conn, claimed: Claimed, result: Indeterminate, now: datetime) -> str:
     check_at = now + timedelta(seconds=RECONCILE_GRACE_SECONDS)
-    _settle(
+    marked = _settle(
         conn,
         claimed,
         "unknown",
@@ -193,7 +186,7 @@ def _indeterminate(conn: Conn, claimed: Claimed, result: Indeterminate, now: dat
         next_check=check_at,
         expire=now + timedelta(seconds=claimed.policy.poll_schedule.give_up_after_seconds),
     )
-    return _move(
+    moved = _move(
         conn,
         claimed,
         Event.OUTCOME_UNKNOWN,
@@ -201,6 +194,9 @@ def _indeterminate(conn: Conn, claimed: Claimed, result: Indeterminate, now: dat
         ledger.Move(decision_code=result.code.value),
         {"code": result.code.value, "http_status": result.http_status},
     )
+    if moved == "moved" and not marked:  # a receipt settled the attempt first
+        _carry(conn, claimed, now)
+    return moved
 
 
 def _settle(
@@ -212,8 +208,8 @@ def _settle(
     *,
     next_check: datetime | None = None,
     expire: datetime | None = None,
-) -> None:
-    fetch_one(
+) -> bool:
+    row = fetch_one(
         conn,
         "attempt_settled",
         {
@@ -226,6 +222,7 @@ def _settle(
             "from_states": ["sending", "unknown"],
         },
     )
+    return row is not None
 
 
 def _move(
