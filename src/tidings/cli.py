@@ -67,6 +67,7 @@ def worker(
         batch_size=batch_size,
         lease_seconds=lease_seconds,
         concurrency={"sms": sms_concurrency, "email": email_concurrency},
+        not_received_after=settings.not_received_after_seconds,
     )
     with _tidings() as t:
         t.migrate()

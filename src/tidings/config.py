@@ -26,6 +26,7 @@ class Settings(BaseSettings):
     policy_dir: Path | None = None
     pool_size: int = 10
     lease_seconds: float = 30.0
+    not_received_after_seconds: float = 60.0
 
     def resolved_home(self) -> Path:
         return self.home.expanduser()

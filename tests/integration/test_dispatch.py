@@ -145,7 +145,10 @@ def test_a_crash_before_the_call_is_proven_and_retried_under_a_new_key(
     clock.advance(31)
     assert w.sweep_once()["leases_recovered"] == 1
     assert tidings.get(intent.id).state is IntentState.RECONCILING
-    w.reconcile_once()  # the provider has nothing under attempt 1's key
+    w.reconcile_once()  # nothing under attempt 1's key, but a request may still be on its way
+    assert tidings.get(intent.id).state is IntentState.RECONCILING
+    clock.advance(30)  # past NOT_RECEIVED_AFTER from the claim: absence is now proof
+    w.reconcile_once()
     assert tidings.get(intent.id).state is IntentState.PENDING
     w.dispatch_once()
     got = tidings.get(intent.id)

@@ -34,6 +34,11 @@ Conn = psycopg.Connection[Any]
 # While one worker looks an attempt up, others leave it alone this long.
 CHECK_LEASE_SECONDS = 30.0
 UNAVAILABLE_RETRY_SECONDS = 15.0
+# "The provider has no message under this key" proves absence only once no
+# request for the attempt can still be on its way: a worker killed mid-call
+# leaves one in flight, and a slow provider may record it long after the
+# lease expired. Until then the lookup is repeated, never concluded.
+NOT_RECEIVED_AFTER_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -99,18 +104,24 @@ def run_checks(
     now: datetime,
     rng: random.Random,
     limit: int = 100,
+    not_received_after: float = NOT_RECEIVED_AFTER_SECONDS,
 ) -> int:
     with db.transaction() as conn:
         due = lease_checks(conn, now, limit)
     for check in due:
         adapter = adapters.get(check.attempt.provider)
         if adapter is not None:
-            check_one(db, adapter, check, now, rng)
+            check_one(db, adapter, check, now, rng, not_received_after)
     return len(due)
 
 
 def check_one(
-    db: Database, adapter: ProviderAdapter, check: DueCheck, now: datetime, rng: random.Random
+    db: Database,
+    adapter: ProviderAdapter,
+    check: DueCheck,
+    now: datetime,
+    rng: random.Random,
+    not_received_after: float = NOT_RECEIVED_AFTER_SECONDS,
 ) -> None:
     attempt = check.attempt
     try:
@@ -125,7 +136,11 @@ def check_one(
                 conn, found, "lookup" if attempt.state is AttemptState.UNKNOWN else "poll", now
             )
         elif looked and attempt.state is AttemptState.UNKNOWN:
-            _not_received(conn, attempt, now)
+            settled_by = attempt.created_at + timedelta(seconds=not_received_after)
+            if now < settled_by:
+                _reschedule(conn, attempt, settled_by)
+            else:
+                _not_received(conn, attempt, now)
             return
         _schedule_next(conn, attempt, now, rng)
 

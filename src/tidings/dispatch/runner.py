@@ -67,6 +67,9 @@ class WorkerConfig:
     idle_wait: float = 1.0
     maintenance_interval: float = 1.0
     purge_interval: float = 3600.0
+    # See reconcile.NOT_RECEIVED_AFTER_SECONDS: must exceed the longest a
+    # provider may take to record a request that is already on its way.
+    not_received_after: float = 60.0
     seed: int | None = None
 
 
@@ -186,7 +189,14 @@ class Worker:
         return outcome
 
     def reconcile_once(self, limit: int = 100) -> int:
-        return run_checks(self.t.db, self.by_name, self.t.clock.now(), self.rng, limit)
+        return run_checks(
+            self.t.db,
+            self.by_name,
+            self.t.clock.now(),
+            self.rng,
+            limit,
+            self.config.not_received_after,
+        )
 
     def sweep_once(self) -> dict[str, int]:
         return sweep(self.t.db, self.t.clock.now())
