@@ -51,7 +51,9 @@ def worker(
     sms_concurrency: Annotated[int, typer.Option(help="parallel SMS sends")] = 8,
     email_concurrency: Annotated[int, typer.Option(help="parallel e-mail sends")] = 8,
     batch_size: Annotated[int, typer.Option(help="intents claimed per transaction")] = 50,
-    lease_seconds: Annotated[float, typer.Option(help="worker lease per claimed intent")] = 30.0,
+    lease_seconds: Annotated[
+        float | None, typer.Option(help="worker lease per claimed intent (TIDINGS_LEASE_SECONDS)")
+    ] = None,
     metrics_port: Annotated[
         int | None, typer.Option(help="serve this worker's provider-call metrics here")
     ] = None,
@@ -65,7 +67,7 @@ def worker(
     settings = Settings()
     config = WorkerConfig(
         batch_size=batch_size,
-        lease_seconds=lease_seconds,
+        lease_seconds=lease_seconds or settings.lease_seconds,
         concurrency={"sms": sms_concurrency, "email": email_concurrency},
         not_received_after=settings.not_received_after_seconds,
     )
