@@ -1,0 +1,73 @@
+"""`python -m tests.reliability --minutes N`: the long reliability run.
+
+Writes tests/reliability/reports/reliability-<time>-seed<seed>.json, prints
+a table, and exits 1 if any invariant was violated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from . import report
+from .run import REPORTS, RunConfig, run
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tests.reliability", description=__doc__)
+    parser.add_argument("--minutes", type=float, default=10.0, help="length of the chaos phase")
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--flood-size", type=int, default=500)
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("TIDINGS_TEST_DATABASE_URL"),
+        help="a server to create the run's database on (default: $TIDINGS_TEST_DATABASE_URL, "
+        "or a private embedded PostgreSQL when unset)",
+    )
+    parser.add_argument("--private", action="store_true", help="always use a private server")
+    parser.add_argument("--report-dir", type=Path, default=REPORTS)
+    parser.add_argument("--keep-database", action="store_true")
+    parser.add_argument(
+        "--pause", action="store_true", help="also SIGSTOP workers past their lease (opt-in)"
+    )
+    return parser.parse_args(argv)
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt  # unwinds the run: processes stopped, database dropped
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # A run started in the background ignores SIGINT; either signal stops it cleanly.
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    # Our own pool meets dead connections after each restart, as designed.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+    console = Console()
+    config = RunConfig(
+        minutes=args.minutes,
+        seed=args.seed,
+        workers=args.workers,
+        flood_size=args.flood_size,
+        server_url=None if args.private else args.database_url,
+        report_dir=args.report_dir,
+        keep_database=args.keep_database,
+        pauses=args.pause,
+        progress=lambda line: console.print(f"[dim]{line}[/]"),
+    )
+    result = run(config)
+    report.print_table(result, console)
+    console.print(f"report: {report.write(result, args.report_dir)}")
+    return 1 if result.violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,285 @@
+"""The invariants a run must keep, checked from rows and from the provider's
+own ledger, never from what the workers believe.
+
+Pure functions over a `Snapshot`, so each check is unit-tested against
+hand-made evidence of the violation it exists to catch
+(`test_invariants.py`). Each returns human-readable violations; an empty
+list means the invariant held.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from tidings.domain.states import TERMINAL_INTENT, IntentState
+from tidings.domain.transitions import TABLE, Event
+
+ACCEPTED_OUTCOMES = ("accepted", "timeout_after_accept")
+# Workers scan at least every second; anything due longer than this was missed.
+DUE_SLACK = timedelta(seconds=10)
+# The sweeper runs every second; a passed deadline must be enforced by then.
+DEADLINE_SLACK = timedelta(seconds=10)
+Row = dict[str, Any]
+
+
+@dataclass
+class Snapshot:
+    now: datetime  # when the rows were read
+    intents: list[Row]
+    attempts: list[Row]
+    transitions: list[Row]
+    observations: list[Row]
+    ledger_before: list[Row]  # the simulator's ledger, read before the rows
+    ledger_after: list[Row]  # and after: what the rows may refer to
+    receipts: list[Row]
+    job_counts: dict[str, tuple[dict[str, int], dict[str, int]]]  # job: (API, rows)
+    metric_counts: tuple[dict[str, int], dict[str, int]] | None  # (/metrics, rows)
+    extra: dict[str, list[str]] = field(default_factory=dict)  # violations found on the way
+
+    def by_intent(self, rows: Iterable[Row]) -> dict[Any, list[Row]]:
+        grouped: dict[Any, list[Row]] = defaultdict(list)
+        for row in rows:
+            grouped[row["intent_id"]].append(row)
+        return grouped
+
+
+def _accepted_keys(ledger: list[Row]) -> Counter[str]:
+    return Counter(e["idempotency_key"] for e in ledger if e["outcome"] in ACCEPTED_OUTCOMES)
+
+
+def _when(value: str | datetime) -> datetime:
+    return value if isinstance(value, datetime) else datetime.fromisoformat(value)
+
+
+def one_acceptance_per_attempt_key(s: Snapshot) -> list[str]:
+    """The provider accepted each attempt key at most once."""
+    return [
+        f"{key}: accepted {n} times"
+        for key, n in sorted(_accepted_keys(s.ledger_after).items())
+        if n > 1
+    ]
+
+
+def every_send_had_a_committed_claim(s: Snapshot) -> list[str]:
+    """Invariant 2: each request the provider saw names an attempt whose
+    claim had committed before the request arrived."""
+    attempts = {a["attempt_key"]: a for a in s.attempts}
+    claims = _claims(s)
+    found = []
+    for entry in s.ledger_before:
+        attempt = attempts.get(entry["idempotency_key"])
+        if attempt is None:
+            found.append(f"{entry['idempotency_key']}: sent, but no attempt row exists")
+            continue
+        claim = claims.get((attempt["intent_id"], attempt["n"]))
+        if claim is None:
+            found.append(f"{entry['idempotency_key']}: sent, but no claim transition exists")
+        elif _when(entry["received_at"]) < claim["at"]:
+            found.append(f"{entry['idempotency_key']}: sent before its claim committed")
+    return found
+
+
+def no_claim_after_cancel(s: Snapshot) -> list[str]:
+    """No attempt starts after a cancel committed (a claim before it may
+    still send: the documented in-flight window)."""
+    found = []
+    for intent_id, rows in s.by_intent(s.transitions).items():
+        cancels = [t for t in rows if t["event"] == Event.CANCEL.value]
+        if not cancels:
+            continue
+        cancel = cancels[0]
+        for t in rows:
+            # Versions, not times: a cancel that lost a race retries with the
+            # time it read first, so its `at` may precede a claim it follows.
+            if t["event"] == Event.CLAIM.value and t["version"] > cancel["version"]:
+                found.append(f"{intent_id}: claimed (v{t['version']}) after its cancel")
+    return found
+
+
+def no_claim_at_or_after_expiry(s: Snapshot) -> list[str]:
+    """Invariant 5: nothing is claimed once the deadline or token expiry
+    passed, and a passed deadline is enforced by the sweeper."""
+    expiry = {i["id"]: i["expires_at"] for i in s.intents}
+    found = []
+    for t in s.transitions:
+        at = expiry.get(t["intent_id"])
+        if t["event"] == Event.CLAIM.value and at is not None and t["at"] >= at:
+            found.append(f"{t['intent_id']}: claimed at {t['at']} after expiry {at}")
+    for i in s.intents:
+        overdue = i["expires_at"] is not None and i["expires_at"] < s.now - DEADLINE_SLACK
+        if overdue and IntentState(i["state"]) not in TERMINAL_INTENT:
+            found.append(f"{i['id']}: still {i['state']} {s.now - i['expires_at']} past expiry")
+    return found
+
+
+def every_intent_accounted_for(s: Snapshot) -> list[str]:
+    """One current state, reached through the table, matching the audit;
+    a nonterminal intent is due later, in flight, or has a check scheduled."""
+    found = []
+    audit = s.by_intent(s.transitions)
+    attempts = s.by_intent(s.attempts)
+    for i in s.intents:
+        rows = sorted(audit.get(i["id"], []), key=lambda t: t["version"])
+        found += _audit_matches(i, rows)
+        mine = sorted(attempts.get(i["id"], []), key=lambda a: a["n"])
+        if [a["n"] for a in mine] != list(range(1, i["attempt_count"] + 1)):
+            found.append(f"{i['id']}: attempt_count {i['attempt_count']} but attempts {mine}")
+        reason = _unaccounted(i, mine, s.now)
+        if reason:
+            found.append(f"{i['id']}: {reason}")
+    return found
+
+
+def _audit_matches(intent: Row, rows: list[Row]) -> list[str]:
+    if not rows:
+        return [f"{intent['id']}: no audit rows"]
+    found = []
+    if [t["version"] for t in rows] != list(range(1, len(rows) + 1)):
+        found.append(f"{intent['id']}: audit versions have gaps")
+    last = rows[-1]
+    if last["version"] != intent["version"] or last["to_state"] != intent["state"]:
+        found.append(
+            f"{intent['id']}: state {intent['state']} v{intent['version']}"
+            f" but audit ends at {last['to_state']} v{last['version']}"
+        )
+    for before, t in itertools.pairwise(rows):
+        rule = TABLE.get((IntentState(t["from_state"]), _event(t["event"])))
+        if t["from_state"] != before["to_state"] or rule is None or rule.target != t["to_state"]:
+            found.append(
+                f"{intent['id']}: v{t['version']} {t['from_state']} --{t['event']}-->"
+                f" {t['to_state']} is not in the transition table"
+            )
+    return found
+
+
+def _event(name: str) -> Event | None:
+    try:
+        return Event(name)
+    except ValueError:
+        return None
+
+
+def _unaccounted(intent: Row, attempts: list[Row], now: datetime) -> str | None:
+    state = IntentState(intent["state"])
+    if state in TERMINAL_INTENT:
+        return None
+    if state in (IntentState.PENDING, IntentState.RESEND_DUE):
+        due = intent["next_due_at"]
+        if due is None or due < now - DUE_SLACK:
+            return f"{state} and due since {due}: not claimed"
+        return None
+    if state is IntentState.SENDING:
+        lease = intent["lease_expires_at"]
+        if lease is None or lease < now - DUE_SLACK:
+            return f"sending with a lease that expired at {lease}, not recovered"
+        return None
+    current = attempts[-1] if attempts else None
+    if current is None or current["next_check_at"] is None:
+        return f"{state} with no status check scheduled"
+    if current["next_check_at"] < now - DUE_SLACK:
+        return f"{state} with a check overdue since {current['next_check_at']}"
+    return None
+
+
+def resend_budget_respected(s: Snapshot) -> list[str]:
+    """Attempts that reached the provider never exceed 1 + resend_budget,
+    counted both from the provider's ledger and from the attempt rows."""
+    key_intent = {a["attempt_key"]: a["intent_id"] for a in s.attempts}
+    reached: Counter[Any] = Counter()
+    for key in _accepted_keys(s.ledger_after):
+        if key in key_intent:
+            reached[key_intent[key]] += 1
+    rows_reached = Counter(
+        a["intent_id"]
+        for a in s.attempts
+        if a["accepted_at"] is not None or a["state"] in ("delivered", "undelivered")
+    )
+    found = []
+    for i in s.intents:
+        allowed = 1 + i["resend_budget"]
+        for source, n in (("ledger", reached[i["id"]]), ("rows", rows_reached[i["id"]])):
+            if n > allowed:
+                found.append(
+                    f"{i['id']}: {n} attempts reached the provider ({source}), "
+                    f"budget allows {allowed}"
+                )
+    return found
+
+
+def no_unjustified_second_message(s: Snapshot) -> list[str]:
+    """A second message that reached the provider is licensed only by a
+    non-delivery of the one before it; and what the rows say about each
+    attempt agrees with what the provider actually received."""
+    accepted = _accepted_keys(s.ledger_after)
+    found = []
+    for intent_id, rows in s.by_intent(s.attempts).items():
+        reached = [a for a in sorted(rows, key=lambda a: a["n"]) if accepted[a["attempt_key"]]]
+        for earlier in reached[:-1]:
+            if earlier["state"] != "undelivered":
+                found.append(
+                    f"{intent_id}: attempt {earlier['n']} reached the provider and is "
+                    f"{earlier['state']}/{earlier['code']}, yet a later attempt was sent too"
+                )
+    for a in s.attempts:
+        got = accepted[a["attempt_key"]] > 0
+        if a["state"] in ("accepted", "delivered", "undelivered") and not got:
+            found.append(f"{a['attempt_key']}: rows say {a['state']}; the provider never took it")
+        if a["state"] == "failed" and a["code"] == "NOT_RECEIVED" and got:
+            found.append(f"{a['attempt_key']}: judged NOT_RECEIVED, but the provider has it")
+    return found
+
+
+def counts_derivable_from_rows(s: Snapshot) -> list[str]:
+    """Invariant 7: projections (job status, metrics) equal counts of rows."""
+    found = []
+    for job_id, (api, rows) in sorted(s.job_counts.items()):
+        if api != rows:
+            found.append(f"job {job_id}: status counts {api} but rows say {rows}")
+    if s.metric_counts is not None:
+        metrics, rows = s.metric_counts
+        if metrics != rows:
+            found.append(f"/metrics tidings_intents {metrics} but rows say {rows}")
+    return found
+
+
+def no_observation_lost(s: Snapshot) -> list[str]:
+    """Every receipt the API acknowledged is stored, exactly once."""
+    stored = Counter(o["dedupe_key"] for o in s.observations)
+    found = [f"observation {key} stored {n} times" for key, n in stored.items() if n > 1]
+    for receipt in s.receipts:
+        key = f"simulator:event:{receipt['event_id']}"
+        if receipt["state"] == "delivered" and key not in stored:
+            found.append(f"receipt {receipt['event_id']} ({receipt['status']}) acknowledged, lost")
+    return found
+
+
+def _claims(s: Snapshot) -> dict[tuple[Any, int], Row]:
+    claims = {}
+    for t in s.transitions:
+        if t["event"] == Event.CLAIM.value and t.get("attempt") is not None:
+            claims[(t["intent_id"], int(t["attempt"]))] = t
+    return claims
+
+
+CHECKS: tuple[Callable[[Snapshot], list[str]], ...] = (
+    one_acceptance_per_attempt_key,
+    every_send_had_a_committed_claim,
+    no_claim_after_cancel,
+    no_claim_at_or_after_expiry,
+    every_intent_accounted_for,
+    resend_budget_respected,
+    no_unjustified_second_message,
+    counts_derivable_from_rows,
+    no_observation_lost,
+)
+
+
+def check_all(s: Snapshot) -> dict[str, list[str]]:
+    results = {check.__name__: check(s) for check in CHECKS}
+    results.update(s.extra)
+    return results

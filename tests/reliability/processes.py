@@ -1,0 +1,250 @@
+"""The real processes a run drives, each a `tidings` subprocess on loopback:
+the provider simulator, the API (`tidings serve`, which receives the
+simulator's webhooks), and N workers (`tidings worker`).
+
+Workers are supervised: one that died (killed by us, or by its own
+TIDINGS_FAULTS plan) is started again, as a process manager would, and
+every exit is recorded with its cause.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+from tidings.devstack import free_port
+
+START_TIMEOUT_S = 60.0
+READY_LINE = "running; channels"  # what `tidings worker` prints once it runs
+STOP_TIMEOUT_S = 45.0
+# Variables a child must not inherit from whoever started the run.
+_SCRUBBED = ("TIDINGS_FAULTS", "DATABASE_URL", "TIDINGS_DATABASE_URL", "TIDINGS_SIMULATOR_URL")
+
+
+@dataclass
+class Proc:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    faults: str = ""  # the TIDINGS_FAULTS plan it runs with
+    popen: subprocess.Popen[bytes] | None = None
+    started_at: float = 0.0
+    _log: IO[bytes] | None = None
+
+    def start(self) -> Proc:
+        env = dict(self.env)
+        if self.faults:
+            env["TIDINGS_FAULTS"] = self.faults
+        self._log = self.log_path.open("ab")
+        self._log.write(f"--- start {self.name} faults={self.faults!r}\n".encode())
+        self._log.flush()
+        self.popen = subprocess.Popen(
+            self.argv, env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=os.getcwd()
+        )
+        self.started_at = time.monotonic()
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.popen is not None
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def returncode(self) -> int | None:
+        return None if self.popen is None else self.popen.poll()
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            os.kill(self.pid, sig)
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
+        """SIGTERM, then SIGKILL if it does not finish in time; returns the exit code."""
+        if self.popen is None:
+            return None
+        if self.alive():
+            self.signal(signal.SIGCONT)  # a paused process cannot handle SIGTERM
+            self.signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(10)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return self.popen.returncode
+
+    def ready(self) -> bool:
+        """Whether it said it is running (its signal handlers are installed)."""
+        return self.alive() and READY_LINE in last_start(self.log_path)
+
+    def reap(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+@dataclass
+class WorkerExit:
+    name: str
+    pid: int
+    returncode: int
+    faults: str
+    uptime_s: float
+    log_path: Path
+
+
+@dataclass
+class Fleet:
+    db_url: str
+    home: Path
+    secret: str
+    log_dir: Path
+    workers_wanted: int = 2
+    lease_seconds: float = 8.0
+    concurrency: int = 4
+    simulator_seed: int = 0
+    simulator: Proc | None = None
+    api: Proc | None = None
+    workers: list[Proc] = field(default_factory=list)
+    exits: list[WorkerExit] = field(default_factory=list)
+    sim_port: int = 0
+    api_port: int = 0
+    _serial: int = 0
+
+    def __post_init__(self) -> None:
+        self.sim_port = self.sim_port or free_port()
+        self.api_port = self.api_port or free_port()
+
+    @property
+    def sim_url(self) -> str:
+        return f"http://127.0.0.1:{self.sim_port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+        env.update(
+            DATABASE_URL=self.db_url,
+            TIDINGS_HOME=str(self.home),
+            TIDINGS_SECRET_KEY=self.secret,
+            TIDINGS_SIMULATOR_URL=self.sim_url,
+            PYTHONUNBUFFERED="1",
+            COLUMNS="200",
+        )
+        return env
+
+    def start(self, webhook_url: str) -> Fleet:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.simulator = self._proc(
+            "simulator",
+            "simulator",
+            "--port",
+            str(self.sim_port),
+            "--seed",
+            str(self.simulator_seed),
+            "--webhook-url",
+            webhook_url,
+        ).start()
+        _wait_healthy(f"{self.sim_url}/healthz", self.simulator)
+        self.api = self._proc("api", "serve", "--port", str(self.api_port)).start()
+        _wait_healthy(f"{self.api_url}/healthz", self.api)
+        for _ in range(self.workers_wanted):
+            self.start_worker()
+        return self
+
+    def start_worker(self, faults: str = "") -> Proc:
+        self._serial += 1
+        worker = self._proc(
+            f"worker-{self._serial}",
+            "worker",
+            "--lease-seconds",
+            str(self.lease_seconds),
+            "--sms-concurrency",
+            str(self.concurrency),
+            "--email-concurrency",
+            str(self.concurrency),
+            "--batch-size",
+            "20",
+        )
+        worker.faults = faults
+        self.workers.append(worker.start())
+        return worker
+
+    def live_workers(self) -> list[Proc]:
+        return [w for w in self.workers if w.alive()]
+
+    def supervise(self) -> list[WorkerExit]:
+        """Record workers that exited and start replacements (without fault plans)."""
+        gone = []
+        for worker in [w for w in self.workers if not w.alive()]:
+            code = worker.returncode()
+            worker.reap()
+            self.workers.remove(worker)
+            exit_ = WorkerExit(
+                worker.name,
+                worker.pid,
+                code if code is not None else 0,
+                worker.faults,
+                time.monotonic() - worker.started_at,
+                worker.log_path,
+            )
+            self.exits.append(exit_)
+            gone.append(exit_)
+        while len(self.workers) < self.workers_wanted:
+            self.start_worker()
+        return gone
+
+    def stop(self) -> dict[str, int | None]:
+        codes = {w.name: w.stop() for w in self.workers}
+        for proc in (self.api, self.simulator):
+            if proc is not None:
+                codes[proc.name] = proc.stop(10)
+        return codes
+
+    def _proc(self, name: str, *args: str) -> Proc:
+        argv = [sys.executable, "-m", "tidings.cli", *args]
+        return Proc(name, argv, self.env(), self.log_dir / f"{name}.log")
+
+
+def last_start(log_path: Path) -> str:
+    """The log of the most recent start of the process writing `log_path`."""
+    with log_path.open("rb") as log:
+        log.seek(max(0, log_path.stat().st_size - 16384))
+        tail = log.read().decode("utf-8", "replace")
+    return tail.split("--- start")[-1]
+
+
+def _wait_healthy(url: str, proc: Proc) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if not proc.alive():
+            raise RuntimeError(f"{proc.name} exited with {proc.returncode()}; see {proc.log_path}")
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)  # a real process is starting to listen; bounded by the deadline
+    raise RuntimeError(f"{proc.name} did not answer {url} within {START_TIMEOUT_S} s")
+
+
+def call(method: str, url: str, **kwargs: Any) -> httpx.Response | None:
+    """One loopback HTTP call that never raises: None when it could not be made."""
+    try:
+        return httpx.request(method, url, timeout=kwargs.pop("timeout", 10.0), **kwargs)
+    except httpx.HTTPError:
+        return None

@@ -1,0 +1,362 @@
+"""One reliability run, start to finish.
+
+1. A database of its own (on the given server, or on a private embedded
+   one), a simulator, the API and N workers as real processes.
+2. Chaos for the configured time: load (floods, an HTTP trickle with
+   replayed creates, bulk jobs, near deadlines), cancellations racing the
+   workers, and the scheduled faults (`faults.py`).
+3. Recovery: the provider calms down and the backlog must drain within a
+   bounded time; then each worker is probed alone (`probes.py`).
+4. Settling, then the invariants (`invariants.py`) over the rows and the
+   provider's ledger. The report says what was injected, what was
+   processed, and every violation.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import secrets
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from tidings import Tidings
+
+from . import database, faults, invariants, probes, snapshot
+from .processes import Fleet
+from .webhooks import WebhookRelay
+from .workload import Workload
+
+REPORTS = Path(__file__).parent / "reports"
+
+
+@dataclass
+class RunConfig:
+    minutes: float
+    seed: int = 11
+    workers: int = 2
+    lease_seconds: float = 8.0
+    concurrency: int = 4
+    server_url: str | None = None  # None: a private embedded PostgreSQL
+    flood_size: int = 400
+    job_size: int = 60
+    http_creates_per_s: float = 4.0
+    cancels_per_s: float = 3.0
+    # After the last fault, the backlog must be drained within this long.
+    drain_timeout_s: float = 120.0
+    settle_timeout_s: float = 90.0
+    report_dir: Path = REPORTS
+    log_dir: Path | None = None
+    keep_database: bool = False
+    pauses: bool = False  # the opt-in worker_pause fault
+    progress: Callable[[str], None] = field(default=lambda _: None, repr=False)
+
+
+@dataclass
+class RunReport:
+    config: dict[str, Any]
+    started_at: str
+    seconds: dict[str, float]
+    server: dict[str, Any]
+    faults: dict[str, Any]
+    workload: dict[str, Any]
+    processed: dict[str, Any]
+    probes: list[dict[str, Any]]
+    invariants: dict[str, dict[str, Any]]
+    violations: int
+    evidence: dict[str, dict[str, Any]]  # the history of a few offending intents
+    logs: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run(config: RunConfig) -> RunReport:
+    with ExitStack() as stack:
+        server = stack.enter_context(_server(config.server_url))
+        return _run(config, server, stack)
+
+
+@contextmanager
+def _server(url: str | None) -> Iterator[database.Server]:
+    if url is None:
+        with database.private_server() as server:
+            yield server
+    else:
+        yield database.describe(url)
+
+
+def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunReport:
+    say = config.progress
+    rng = random.Random(config.seed)
+    tag = f"{time.strftime('%Y%m%dT%H%M%S')}-{config.seed}"
+    started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    clock = time.monotonic()
+    db_url = database.create_database(server.url)
+    if not config.keep_database:
+        stack.callback(database.drop_database, server.url, db_url)
+    home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tidings-rel-")))
+    log_dir = config.log_dir or config.report_dir / f"logs-{tag}"
+    secret = secrets.token_hex(24)
+    fleet = Fleet(
+        db_url,
+        home,
+        secret,
+        log_dir,
+        workers_wanted=config.workers,
+        lease_seconds=config.lease_seconds,
+        concurrency=config.concurrency,
+        simulator_seed=config.seed,
+    )
+    relay = WebhookRelay(fleet.api_url).start()
+    stack.callback(relay.close)
+    stack.callback(fleet.stop)
+    fleet.start(relay.url)
+    faults.configure(fleet.sim_url, {**faults.BASELINE, "seed": config.seed})
+    t = Tidings(db_url, secret_key=secret)
+    stack.callback(t.close)
+    work = Workload(t, fleet.api_url, random.Random(rng.random()), tag)
+    work.prepare()
+    say(f"database {db_url.split('dbname=')[-1]} on the {server.kind} server; logs in {log_dir}")
+
+    chaos_s = config.minutes * 60
+    schedule = faults.Schedule.draw(chaos_s, random.Random(rng.random()), config.pauses)
+    injector = faults.Injector(
+        fleet, server, relay, work, random.Random(rng.random()), config.flood_size, config.job_size
+    )
+    stop = threading.Event()
+    stack.callback(stop.set)  # however the run ends, load and faults stop first
+    errors: Counter[str] = Counter()  # load that failed during faults (expected)
+    threads = [
+        threading.Thread(target=injector.run, args=(schedule, stop), name="injector", daemon=True),
+        _every(
+            1 / config.http_creates_per_s, stop, "trickle", _trickle(work, rng.random()), errors
+        ),
+        _every(1 / config.cancels_per_s, stop, "cancels", _cancels(work, rng.random()), errors),
+    ]
+    backlog: list[tuple[float, int]] = []  # (seconds into the run, intents due now)
+    threads.append(_every(5.0, stop, "backlog", _sample(db_url, injector, backlog), errors))
+    for thread in threads:
+        thread.start()
+    threads[0].join()  # the schedule ends with the final restart
+    stop.set()
+    for thread in threads[1:]:
+        thread.join(30)
+    seconds = {"setup": 0.0, "chaos": round(injector.elapsed(), 1)}
+    seconds["setup"] = round(time.monotonic() - clock - seconds["chaos"], 1)
+    say(f"chaos over after {seconds['chaos']} s: {injector.summary()['by_kind']}")
+
+    faults.configure(fleet.sim_url, faults.CALM)
+    extra: dict[str, list[str]] = {"processes_recover": list(injector.problems)}
+    drained = _wait_drained(db_url, config.drain_timeout_s)
+    seconds["drain"] = round(drained if drained is not None else config.drain_timeout_s, 1)
+    if drained is None:
+        extra["processes_recover"].append(
+            f"backlog not drained {config.drain_timeout_s:.0f} s after the last fault: "
+            f"{_backlog(db_url)}"
+        )
+    say(f"backlog drained in {seconds['drain']} s; probing each worker alone")
+    probed = probes.probe_all(fleet, t, tag)
+    extra["processes_recover"] += [f for p in probed for f in p.failures]
+    injector.supervise()
+    for name, proc in (("api", fleet.api), ("simulator", fleet.simulator)):
+        if proc is None or not proc.alive():
+            extra["processes_recover"].append(f"{name} is not running at the end")
+    settled = _wait_settled(db_url, config.settle_timeout_s)
+    seconds["settle"] = round(settled if settled is not None else config.settle_timeout_s, 1)
+
+    evidence = snapshot.take(db_url, fleet.sim_url, fleet.api_url, work.api_key, work.jobs)
+    evidence.extra = extra
+    evidence.extra["idempotent_create"] = list(work.mismatches)
+    non_duplicate = {k: n for k, n in injector.replay_effects.items() if k != "duplicate"}
+    evidence.extra["replayed_webhooks_change_nothing"] = (
+        [f"replayed webhooks had effects {non_duplicate}"] if non_duplicate else []
+    )
+    results = invariants.check_all(evidence)
+    suspects = _suspects(results)
+    seconds["total"] = round(time.monotonic() - clock, 1)
+    return RunReport(
+        config={
+            k: str(v) if isinstance(v, Path) else v
+            for k, v in asdict(config).items()
+            if k != "progress"
+        },
+        started_at=started_at,
+        seconds=seconds,
+        server={"kind": server.kind, "restart": server.restart_skip_reason or "possible"},
+        faults=injector.summary(),
+        workload={
+            "created": dict(work.created),
+            "outcomes": dict(sorted(work.outcomes.items())),
+            "load_errors": dict(errors),
+            "webhooks_forwarded": {str(k): v for k, v in relay.forwarded.items()},
+            "webhooks_replayed": {str(k): v for k, v in relay.replayed.items()},
+        },
+        processed={
+            **_processed(evidence),
+            "claims_per_s": round(
+                sum(1 for t in evidence.transitions if t["event"] == "claim")
+                / max(1.0, seconds["chaos"] + seconds["drain"]),
+                1,
+            ),
+            "backlog_peak": max((n for _, n in backlog), default=0),
+            "backlog_every_5s": backlog,
+        },
+        probes=[asdict(p) for p in probed],
+        invariants={
+            name: {"violations": len(found), "examples": found[:10]}
+            for name, found in results.items()
+        },
+        violations=sum(len(found) for found in results.values()),
+        evidence={str(i): _history(evidence, i) for i in suspects},
+        logs=str(log_dir),
+    )
+
+
+def _processed(s: invariants.Snapshot) -> dict[str, Any]:
+    return {
+        "intents": len(s.intents),
+        "intents_by_state": dict(Counter(i["state"] for i in s.intents).most_common()),
+        "attempts": len(s.attempts),
+        "provider_requests": dict(Counter(e["outcome"] for e in s.ledger_after).most_common()),
+        "observations_by_source": dict(Counter(o["source"] for o in s.observations)),
+        "receipts_by_state": dict(Counter(r["state"] for r in s.receipts)),
+        "lease_recoveries": sum(1 for t in s.transitions if t["decision_code"] == "LEASE_EXPIRED"),
+        "cancels_committed": sum(1 for t in s.transitions if t["event"] == "cancel"),
+        "deadline_expiries": sum(1 for t in s.transitions if t["event"] == "deadline_passed"),
+        "jobs": len(s.job_counts),
+    }
+
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+SUSPECTS = 8
+
+
+def _suspects(results: dict[str, list[str]]) -> list[uuid.UUID]:
+    found: list[uuid.UUID] = []
+    for violations in results.values():
+        for text in violations:
+            match = UUID.search(text)
+            if match and uuid.UUID(match.group()) not in found and len(found) < SUSPECTS:
+                found.append(uuid.UUID(match.group()))
+    return found
+
+
+def _history(s: invariants.Snapshot, intent_id: uuid.UUID) -> dict[str, Any]:
+    """An offending intent's audit and attempts, so a report explains itself."""
+
+    def mine(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [r for r in rows if r.get("intent_id") == intent_id or r.get("id") == intent_id]
+
+    return {
+        "intent": mine(s.intents),
+        "transitions": sorted(mine(s.transitions), key=lambda t: t["version"]),
+        "attempts": mine(s.attempts),
+        "provider_requests": [
+            e
+            for e in s.ledger_after
+            if any(e["idempotency_key"] == a["attempt_key"] for a in mine(s.attempts))
+        ],
+    }
+
+
+# --- background load ------------------------------------------------------
+
+
+def _every(
+    period: float, stop: threading.Event, name: str, step: Callable[[], None], errors: Counter[str]
+) -> threading.Thread:
+    def loop() -> None:
+        while not stop.wait(period):
+            try:
+                step()
+            except Exception as exc:  # the database may be restarting: count it, go on
+                errors[f"{name}: {type(exc).__name__}"] += 1
+
+    return threading.Thread(target=loop, name=name, daemon=True)
+
+
+def _sample(
+    db_url: str, injector: faults.Injector, into: list[tuple[float, int]]
+) -> Callable[[], None]:
+    def step() -> None:
+        with psycopg.connect(db_url, connect_timeout=3) as conn:
+            row = conn.execute(DUE_SQL).fetchone()
+        into.append((round(injector.elapsed(), 1), int(row[0]) if row else 0))
+
+    return step
+
+
+def _trickle(work: Workload, seed: float) -> Callable[[], None]:
+    rng = random.Random(seed)
+    return lambda: work.create_over_http(rng, replay=rng.random() < 0.3) and None
+
+
+def _cancels(work: Workload, seed: float) -> Callable[[], None]:
+    rng = random.Random(seed)
+    return lambda: work.cancel_one(rng)
+
+
+# --- waiting for the system to catch up ------------------------------------
+
+DUE_SQL = (
+    "SELECT count(*) FROM intents WHERE state IN ('pending', 'resend_due') AND next_due_at <= now()"
+)
+BACKLOG_SQL = """
+SELECT
+  (SELECT count(*) FROM intents WHERE state IN ('pending', 'resend_due')
+     AND next_due_at < now() - interval '5 seconds') AS overdue,
+  (SELECT count(*) FROM intents WHERE state = 'sending'
+     AND lease_expires_at < now() - interval '5 seconds') AS lost_leases,
+  (SELECT count(*) FROM attempts WHERE state IN ('sending', 'accepted', 'unknown')
+     AND next_check_at < now() - interval '10 seconds') AS overdue_checks,
+  (SELECT count(*) FROM intents WHERE state = 'sending') AS sending
+"""
+
+
+def _backlog(db_url: str) -> dict[str, int]:
+    with psycopg.connect(db_url, connect_timeout=5) as conn:
+        cur = conn.execute(BACKLOG_SQL)
+        row = cur.fetchone()
+        assert row is not None and cur.description is not None
+        return {d.name: int(v) for d, v in zip(cur.description, row, strict=True)}
+
+
+def _wait_until(
+    db_url: str, predicate: Callable[[dict[str, int]], bool], timeout: float
+) -> float | None:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        try:
+            if predicate(_backlog(db_url)):
+                return time.monotonic() - started
+        except psycopg.OperationalError:
+            pass
+        time.sleep(0.5)  # polling real processes; bounded by the timeout
+    return None
+
+
+def _wait_drained(db_url: str, timeout: float) -> float | None:
+    """Every due intent claimed, every lost lease recovered, no check overdue."""
+    return _wait_until(
+        db_url,
+        lambda b: b["overdue"] == 0 and b["lost_leases"] == 0 and b["overdue_checks"] == 0,
+        timeout,
+    )
+
+
+def _wait_settled(db_url: str, timeout: float) -> float | None:
+    """Nothing in flight, so the rows and the provider's ledger can be compared."""
+    return _wait_until(
+        db_url, lambda b: b["sending"] == 0 and b["overdue"] == 0 and b["lost_leases"] == 0, timeout
+    )

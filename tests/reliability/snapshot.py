@@ -1,0 +1,115 @@
+"""Reading the evidence at the end of a run: the rows, the simulator's
+ledger and receipts, and the projections served over HTTP.
+
+The provider's ledger is read before and after the rows: a request in the
+first read had its claim committed before the rows were read, and every
+acceptance the rows mention is in the second.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from prometheus_client.parser import text_string_to_metric_families
+from psycopg.rows import dict_row
+
+from .invariants import Row, Snapshot
+from .processes import call
+
+# Projections are compared with rows read right after them; while anything
+# still moves they can differ for a moment, so a mismatch is read again.
+PROJECTION_READS = 5
+
+
+def take(db_url: str, sim_url: str, api_url: str, api_key: str, jobs: list[str]) -> Snapshot:
+    ledger_before = _get(f"{sim_url}/_ledger")
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        now = datetime.now(UTC)
+        intents = _rows(
+            conn,
+            "SELECT id, state, version, expires_at, resend_budget, attempt_count, next_due_at,"
+            " lease_owner, lease_expires_at, job_id FROM intents",
+        )
+        attempts = _rows(
+            conn,
+            "SELECT intent_id, n, attempt_key, state, code, provider_message_id, accepted_at,"
+            " next_check_at FROM attempts",
+        )
+        transitions = _rows(
+            conn,
+            "SELECT intent_id, version, from_state, to_state, event, at, decision_code,"
+            " input->>'attempt' AS attempt FROM transitions",
+        )
+        observations = _rows(
+            conn, "SELECT tenant_id, dedupe_key, source, intent_id, effect FROM observations"
+        )
+        conn.rollback()
+    return Snapshot(
+        now=now,
+        intents=intents,
+        attempts=attempts,
+        transitions=transitions,
+        observations=observations,
+        ledger_before=ledger_before,
+        ledger_after=_get(f"{sim_url}/_ledger"),
+        receipts=_get(f"{sim_url}/_receipts"),
+        job_counts={j: _job_counts(db_url, api_url, api_key, j) for j in jobs},
+        metric_counts=_metric_counts(db_url, api_url),
+    )
+
+
+def _job_counts(
+    db_url: str, api_url: str, key: str, job_id: str
+) -> tuple[dict[str, int], dict[str, int]]:
+    sql = "SELECT state, count(*) AS n FROM intents WHERE job_id = %s GROUP BY state"
+    for _ in range(PROJECTION_READS):
+        auth = {"Authorization": f"Bearer {key}"}
+        answer = call("GET", f"{api_url}/v1/jobs/{job_id}", headers=auth)
+        api = answer.json()["counts"] if answer is not None and answer.status_code == 200 else {}
+        rows = _counts(db_url, sql, (job_id,))
+        if api == rows:
+            break
+    return api, rows
+
+
+def _metric_counts(db_url: str, api_url: str) -> tuple[dict[str, int], dict[str, int]] | None:
+    sql = "SELECT state, count(*) AS n FROM intents GROUP BY state"
+    metrics: dict[str, int] = {}
+    rows: dict[str, int] = {}
+    for _ in range(PROJECTION_READS):
+        answer = call("GET", f"{api_url}/metrics")
+        if answer is None or answer.status_code != 200:
+            return None
+        metrics = {}
+        for family in text_string_to_metric_families(answer.text):
+            if family.name == "tidings_intents":
+                for sample in family.samples:
+                    if sample.value:
+                        metrics[sample.labels["state"]] = int(sample.value)
+        rows = _counts(db_url, sql, ())
+        if metrics == rows:
+            break
+    return metrics, rows
+
+
+def _counts(db_url: str, sql: str, params: tuple[Any, ...]) -> dict[str, int]:
+    with psycopg.connect(db_url) as conn:
+        found: Counter[str] = Counter()
+        for state, n in conn.execute(sql, params).fetchall():  # type: ignore[arg-type]
+            found[state] += n
+    return dict(found)
+
+
+def _rows(conn: psycopg.Connection[Any], sql: str) -> list[Row]:
+    return list(conn.execute(sql).fetchall())  # type: ignore[arg-type]
+
+
+def _get(url: str) -> list[Row]:
+    answer = call("GET", url, timeout=60.0)
+    if answer is None or answer.status_code != 200:
+        raise RuntimeError(f"{url} did not answer")
+    return list(answer.json())

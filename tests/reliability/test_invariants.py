@@ -1,0 +1,177 @@
+"""Each invariant check catches the violation it exists for: a checker that
+cannot fail would make every reliability run pass."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from . import invariants as inv
+
+T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+ID = uuid.UUID("01a22900-0000-7000-8000-000000000001")
+KEY1, KEY2 = "k:attempt:1", "k:attempt:2"
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def transition(version: int, src: str | None, event: str, dst: str, when: float, **kw: Any) -> Any:
+    row = {"intent_id": ID, "version": version, "from_state": src, "event": event}
+    row.update(to_state=dst, at=at(when), decision_code=None, attempt=None)
+    return {**row, **kw}
+
+
+def delivered_once() -> inv.Snapshot:
+    """One intent, sent once, delivered: every check holds."""
+    return inv.Snapshot(
+        now=at(100),
+        intents=[
+            {
+                "id": ID,
+                "state": "delivered",
+                "version": 4,
+                "expires_at": at(60),
+                "resend_budget": 1,
+                "attempt_count": 1,
+                "next_due_at": None,
+                "lease_owner": None,
+                "lease_expires_at": None,
+                "job_id": None,
+            }
+        ],
+        attempts=[attempt(1, KEY1, "delivered")],
+        transitions=[
+            transition(1, None, "create", "pending", 0),
+            transition(2, "pending", "claim", "sending", 1, attempt="1"),
+            transition(3, "sending", "provider_accepted", "accepted", 2),
+            transition(4, "accepted", "delivered", "delivered", 3),
+        ],
+        observations=[{"dedupe_key": "simulator:event:E1", "source": "webhook"}],
+        ledger_before=[send(KEY1, 1.5)],
+        ledger_after=[send(KEY1, 1.5)],
+        receipts=[{"event_id": "E1", "status": "delivered", "state": "delivered"}],
+        job_counts={"j": ({"delivered": 1}, {"delivered": 1})},
+        metric_counts=({"delivered": 1}, {"delivered": 1}),
+    )
+
+
+def attempt(n: int, key: str, state: str, code: str | None = None) -> dict[str, Any]:
+    return {
+        "intent_id": ID,
+        "n": n,
+        "attempt_key": key,
+        "state": state,
+        "code": code,
+        "provider_message_id": f"SM{n}",
+        "accepted_at": at(2) if state != "failed" else None,
+        "next_check_at": None,
+    }
+
+
+def send(key: str, when: float, outcome: str = "accepted") -> dict[str, Any]:
+    return {"idempotency_key": key, "received_at": at(when).isoformat(), "outcome": outcome}
+
+
+def broken(s: inv.Snapshot) -> dict[str, list[str]]:
+    return {name: found for name, found in inv.check_all(s).items() if found}
+
+
+def test_a_clean_history_violates_nothing() -> None:
+    assert broken(delivered_once()) == {}
+
+
+def test_a_key_accepted_twice_is_caught() -> None:
+    s = delivered_once()
+    s.ledger_after.append(send(KEY1, 1.7, "timeout_after_accept"))
+    assert "one_acceptance_per_attempt_key" in broken(s)
+
+
+def test_a_send_without_a_claim_or_before_it_is_caught() -> None:
+    s = delivered_once()
+    s.ledger_before = [send(KEY1, 0.5), send("stray:attempt:1", 1.0)]
+    found = broken(s)["every_send_had_a_committed_claim"]
+    assert len(found) == 2
+
+
+def test_a_claim_after_a_cancel_is_caught() -> None:
+    s = delivered_once()
+    s.transitions[1:] = [
+        transition(2, "pending", "cancel", "canceled", 1),
+        transition(3, "canceled", "claim", "sending", 2, attempt="1"),
+    ]
+    assert "no_claim_after_cancel" in broken(s)
+
+
+def test_a_claim_at_the_deadline_and_an_unenforced_deadline_are_caught() -> None:
+    s = delivered_once()
+    s.intents[0]["expires_at"] = at(1)
+    assert "no_claim_at_or_after_expiry" in broken(s)
+    s = delivered_once()
+    s.intents[0].update(state="accepted", version=3)
+    s.transitions.pop()
+    s.attempts[0].update(state="accepted", next_check_at=at(99))
+    assert "no_claim_at_or_after_expiry" in broken(s)
+
+
+def test_an_intent_stuck_without_a_check_is_caught() -> None:
+    """The shape of a real finding: a receipt settled the attempt while the
+    intent was `sending`; the intent then went to `reconciling` and nothing
+    was ever scheduled to move it again."""
+    s = delivered_once()
+    s.intents[0].update(state="reconciling", version=3, expires_at=None)
+    s.transitions[2:] = [transition(3, "sending", "outcome_unknown", "reconciling", 9)]
+    assert "every_intent_accounted_for" in broken(s)
+
+
+def test_a_state_the_audit_does_not_explain_is_caught() -> None:
+    s = delivered_once()
+    s.transitions[3] = transition(4, "accepted", "cancel", "delivered", 3)
+    assert "every_intent_accounted_for" in broken(s)
+
+
+def test_an_overdue_intent_is_caught() -> None:
+    s = delivered_once()
+    s.intents[0].update(state="pending", version=2, attempt_count=0, next_due_at=at(50))
+    s.transitions[1:] = [transition(2, "pending", "defer", "pending", 1)]
+    s.attempts, s.ledger_before, s.ledger_after = [], [], []
+    assert "every_intent_accounted_for" in broken(s)
+
+
+def test_a_resend_past_the_budget_is_caught() -> None:
+    s = delivered_once()
+    s.intents[0]["resend_budget"] = 0
+    s.attempts = [attempt(1, KEY1, "undelivered"), attempt(2, KEY2, "delivered")]
+    s.intents[0]["attempt_count"] = 2
+    s.ledger_after.append(send(KEY2, 5))
+    assert "resend_budget_respected" in broken(s)
+
+
+def test_a_second_message_after_a_wrong_not_received_is_caught() -> None:
+    s = delivered_once()
+    s.attempts = [attempt(1, KEY1, "failed", "NOT_RECEIVED"), attempt(2, KEY2, "delivered")]
+    s.ledger_after = [send(KEY1, 1.5), send(KEY2, 5)]
+    found = broken(s)["no_unjustified_second_message"]
+    assert len(found) == 2  # the resend itself, and the false "never received"
+
+
+def test_projections_that_disagree_with_rows_are_caught() -> None:
+    s = delivered_once()
+    s.job_counts["j"] = ({"delivered": 2}, {"delivered": 1})
+    s.metric_counts = ({"delivered": 1}, {"delivered": 1, "failed": 1})
+    assert len(broken(s)["counts_derivable_from_rows"]) == 2
+
+
+def test_a_lost_or_doubled_observation_is_caught() -> None:
+    s = delivered_once()
+    s.receipts.append({"event_id": "E2", "status": "sent", "state": "delivered"})
+    s.observations.append({"dedupe_key": "simulator:event:E1", "source": "webhook"})
+    assert len(broken(s)["no_observation_lost"]) == 2
+
+
+def test_a_lost_receipt_the_api_never_acknowledged_is_no_violation() -> None:
+    s = delivered_once()
+    s.receipts.append({"event_id": "E3", "status": "sent", "state": "lost"})
+    assert broken(s) == {}

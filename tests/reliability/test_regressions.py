@@ -1,0 +1,84 @@
+"""Defects the reliability runs found, each pinned in a few milliseconds with
+a manual clock, so the fix is held in place without a long run.
+
+A delivery receipt can land while its intent is still `sending` (the
+provider answers the webhook before it answers the send, or the worker dies
+between the two). The receipt settles the attempt; the intent must end up
+settled too once it leaves `sending`, whichever way it leaves.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from tidings import ManualClock, Tidings
+from tidings.dispatch.observe import apply_observation
+from tidings.dispatch.record import record_result
+from tidings.providers.base import Indeterminate, Observation, ObservedStatus, RejectCode
+
+from ..integration.dispatch_helpers import offer, publish_offer_template, simulator, worker
+
+
+def _receipt_arrives(t: Tidings, clock: ManualClock, attempt_key: str, status: str) -> None:
+    observation = Observation(
+        provider="simulator",
+        provider_message_id="SM-early",
+        attempt_key=attempt_key,
+        status=ObservedStatus(status),
+        code="UNREACHABLE" if status == "undelivered" else None,
+        raw_status=status,
+        occurred_at=clock.now(),
+        dedupe_key=f"early:{attempt_key}:{status}",
+        raw={},
+    )
+    with t.db.transaction() as conn:
+        assert apply_observation(conn, observation, "webhook", clock.now()) == "attempt_only"
+
+
+def _run_maintenance(w: Any, clock: ManualClock) -> None:
+    for _ in range(3):
+        clock.advance(minutes=10)
+        w.sweep_once()
+        w.reconcile_once()
+
+
+def test_a_receipt_before_a_timed_out_answer_still_settles_the_intent(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    publish_offer_template(tidings)
+    w = worker(tidings, simulator(clock))
+    intent = offer(tidings, expires_at=None)
+    [claimed] = w.claim("sms", 10)
+    _receipt_arrives(tidings, clock, claimed.attempt_key, "delivered")
+    with tidings.db.transaction() as conn:  # then the send's answer times out
+        timeout = Indeterminate(RejectCode.TIMEOUT, "read timeout")
+        record_result(conn, claimed, timeout, clock.now(), random.Random(1))
+    _run_maintenance(w, clock)
+    assert tidings.get(intent.id).state == "delivered"
+
+
+def test_a_receipt_before_a_worker_crash_still_settles_the_intent(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    publish_offer_template(tidings)
+    w = worker(tidings, simulator(clock), lease_seconds=8)
+    intent = offer(tidings, expires_at=None)
+    [claimed] = w.claim("sms", 10)
+    _receipt_arrives(tidings, clock, claimed.attempt_key, "delivered")
+    clock.advance(9)  # the worker died before recording: its lease runs out
+    _run_maintenance(w, clock)
+    assert tidings.get(intent.id).state == "delivered"
+
+
+def test_an_undelivered_receipt_before_a_crash_leads_to_the_resend(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    publish_offer_template(tidings)
+    w = worker(tidings, simulator(clock), lease_seconds=8)
+    intent = offer(tidings, expires_at=None, resend_budget=1)
+    [claimed] = w.claim("sms", 10)
+    _receipt_arrives(tidings, clock, claimed.attempt_key, "undelivered")
+    clock.advance(9)
+    _run_maintenance(w, clock)
+    assert tidings.get(intent.id).state == "resend_due"
