@@ -364,13 +364,16 @@ class ProviderAdapter(ABC):
         raise ProviderConfigError(f"{self.name} does not receive inbound messages")
 
     def build_status_request(self, provider_message_id: str) -> Any:
-        raise NotImplementedError
+        # Only reached by an adapter that claims the capability without its step.
+        raise ProviderConfigError(f"{self.name} has no build_status_request step")
 
     def build_key_request(self, idempotency_key: str) -> Any:
-        raise NotImplementedError
+        # Only reached by an adapter that claims the capability without its step.
+        raise ProviderConfigError(f"{self.name} has no build_key_request step")
 
     def parse_lookup(self, response: Any) -> Observation | None:
-        raise NotImplementedError
+        # Only reached by an adapter that claims the capability without its step.
+        raise ProviderConfigError(f"{self.name} has no parse_lookup step")
 
     def _lookup(self, request: Any) -> Any:
         # A lookup that fails must never read as "not found": that would
@@ -434,7 +437,8 @@ class HttpProviderAdapter(ProviderAdapter):
         return self.parse_rejection(response)
 
     def parse_accepted(self, response: httpx.Response) -> Accepted:
-        raise NotImplementedError
+        # Only reached by an adapter that claims the capability without its step.
+        raise ProviderConfigError(f"{self.name} has no parse_accepted step")
 
     def rejection_code(self, response: httpx.Response) -> str | None:
         """The provider's own error code in a 4xx answer, if any."""
@@ -460,7 +464,8 @@ class HttpProviderAdapter(ProviderAdapter):
             raise ProviderUnavailable("unreadable lookup", **_error_info(response)) from exc
 
     def parse_lookup_body(self, response: httpx.Response) -> Observation:
-        raise NotImplementedError
+        # Only reached by an adapter that claims the capability without its step.
+        raise ProviderConfigError(f"{self.name} has no parse_lookup_body step")
 
     def close(self) -> None:
         self._client.close()
