@@ -166,8 +166,10 @@ class Injector:
     # --- workers -----------------------------------------------------------
 
     def _victim(self, ready: bool = False) -> Proc:
-        # A worker already stopping gracefully is left to finish.
-        live = [w for w in self.fleet.live_workers() if w.pid not in self._terminated]
+        # A worker already stopping gracefully is left to finish, a killed one
+        # ignored (a SIGKILL is not reaped at once: the victim may still look alive).
+        gone = self._terminated | self._killed
+        live = [w for w in self.fleet.live_workers() if w.pid not in gone]
         if ready:  # SIGTERM before the handler is installed just ends the process
             live = [w for w in live if w.ready()]
         if not live:

@@ -15,7 +15,13 @@ from typing import Any
 from tidings import ManualClock, Tidings
 from tidings.dispatch.observe import apply_observation
 from tidings.dispatch.record import record_result
-from tidings.providers.base import Indeterminate, Observation, ObservedStatus, RejectCode
+from tidings.providers.base import (
+    Indeterminate,
+    Observation,
+    ObservedStatus,
+    RejectCode,
+    Retryable,
+)
 
 from ..integration.dispatch_helpers import offer, publish_offer_template, simulator, worker
 
@@ -82,3 +88,23 @@ def test_an_undelivered_receipt_before_a_crash_leads_to_the_resend(
     clock.advance(9)
     _run_maintenance(w, clock)
     assert tidings.get(intent.id).state == "resend_due"
+
+
+def test_a_late_answer_after_the_lease_was_recovered_leaves_the_intent_movable(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    """The worker's lease ran out while its send waited in the queue; the
+    sweeper handed the attempt to reconciliation. Then the send went out
+    and the provider refused it (429): that late answer must not settle the
+    attempt under reconciliation's feet and strand the intent."""
+    publish_offer_template(tidings)
+    w = worker(tidings, simulator(clock), lease_seconds=8)
+    intent = offer(tidings, expires_at=None)
+    [claimed] = w.claim("sms", 10)
+    clock.advance(9)
+    w.sweep_once()  # lease recovered: reconciling, the attempt unknown
+    with tidings.db.transaction() as conn:
+        limited = Retryable(RejectCode.RATE_LIMITED, 1.0, "HTTP 429")
+        assert record_result(conn, claimed, limited, clock.now(), random.Random(1)) == "stale"
+    _run_maintenance(w, clock)
+    assert tidings.get(intent.id).state not in ("reconciling", "sending")

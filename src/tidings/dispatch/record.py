@@ -219,7 +219,9 @@ def _settle(
             "now": now,
             "next_check_at": next_check,
             "checks_expire_at": expire,
-            "from_states": ["sending", "unknown"],
+            # Not "unknown": then the lease was recovered and reconciliation owns
+            # the attempt; a late answer settling it would strand the intent.
+            "from_states": ["sending"],
         },
     )
     return row is not None
