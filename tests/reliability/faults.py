@@ -170,8 +170,9 @@ class Injector:
         # ignored (a SIGKILL is not reaped at once: the victim may still look alive).
         gone = self._terminated | self._killed
         live = [w for w in self.fleet.live_workers() if w.pid not in gone]
-        if ready:  # SIGTERM before the handler is installed just ends the process
-            live = [w for w in live if w.ready()]
+        if ready:  # SIGTERM before the handler is installed just ends the process;
+            # an armed worker could reach its kill point while finishing its sends.
+            live = [w for w in live if w.ready() and not w.faults]
         if not live:
             raise Skipped("no live worker")
         return self.rng.choice(live)

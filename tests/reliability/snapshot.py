@@ -1,9 +1,10 @@
 """Reading the evidence at the end of a run: the rows, the simulator's
 ledger and receipts, and the projections served over HTTP.
 
-The provider's ledger is read before and after the rows: a request in the
-first read had its claim committed before the rows were read, and every
-acceptance the rows mention is in the second.
+The order matters while stragglers still arrive: receipts, then the
+provider's ledger, then the rows, then the ledger again. A receipt or a
+request in the first reads was committed or claimed before the rows were
+read; every acceptance the rows mention is in the last read.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ PROJECTION_READS = 5
 
 
 def take(db_url: str, sim_url: str, api_url: str, api_key: str, jobs: list[str]) -> Snapshot:
+    # Receipts first: one the API acknowledged before the rows are read must be
+    # in them (a straggler acknowledged later would look lost).
+    receipts = _get(f"{sim_url}/_receipts")
     ledger_before = _get(f"{sim_url}/_ledger")
     with psycopg.connect(db_url, row_factory=dict_row) as conn:
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -56,7 +60,7 @@ def take(db_url: str, sim_url: str, api_url: str, api_key: str, jobs: list[str])
         observations=observations,
         ledger_before=ledger_before,
         ledger_after=_get(f"{sim_url}/_ledger"),
-        receipts=_get(f"{sim_url}/_receipts"),
+        receipts=receipts,
         job_counts={j: _job_counts(db_url, api_url, api_key, j) for j in jobs},
         metric_counts=_metric_counts(db_url, api_url),
     )
