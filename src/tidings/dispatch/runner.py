@@ -256,6 +256,8 @@ class Worker:
             while not stop.is_set():
                 try:
                     claimed = self.claim(channel, size)
+                    with self._inflight_lock:  # queued sends keep their leases too
+                        self._inflight.update(c.intent.id for c in claimed)
                     list(pool.map(self.send_and_record, claimed))
                 except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                     log.warning("dispatch %s: database unavailable: %s", channel, exc)

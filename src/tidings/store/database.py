@@ -27,6 +27,9 @@ class Database:
             max_size=max_size,
             kwargs={"row_factory": dict_row, "autocommit": False},
             open=True,
+            # A restarted server leaves dead connections in the pool; check
+            # each on checkout instead of failing the request that gets it.
+            check=ConnectionPool.check_connection,
             name="tidings",
         )
 
