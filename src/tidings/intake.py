@@ -25,6 +25,7 @@ from tidings.domain.policy import timezones_for_phone
 from tidings.domain.recipients import Channel, Recipient, parse_channel, parse_recipient
 from tidings.domain.states import IntentState
 from tidings.store import ledger, policies, templates
+from tidings.store.database import fetch_all
 from tidings.vault import Vault
 
 log = logging.getLogger("tidings.intake")
@@ -101,26 +102,28 @@ def create_or_replay(
     recipient = request.recipient
     reference = vault.reference(recipient.channel.value, recipient.destination)
     request_hash = request.fingerprint(reference)
-    existing = ledger.intent_by_key(conn, tenant, request.idempotency_key)
-    if existing is not None:
-        return _replayed(existing, request_hash), False
-    revision = templates.resolve(
+    context = fetch_all(
         conn,
-        tenant,
+        "intake_context",
+        {
+            "tenant_id": tenant,
+            "idempotency_key": request.idempotency_key,
+            "name": request.template_name,
+            "channel": request.channel.value,
+            "revision": request.template_revision,
+        },
+    )
+    if context[0]["existing_id"] is not None:
+        return _replayed(_by_key(conn, tenant, request), request_hash), False
+    revision = templates.resolve_among(
+        [_template_row(r) for r in context if r["t_name"] is not None],
         request.template_name,
         request.channel.value,
         recipient.locale,
         request.template_revision,
     )
-    policy = policies.current(conn, tenant, now)
-    ledger.store_destination(
-        conn,
-        tenant,
-        reference,
-        recipient.channel.value,
-        vault.encrypt(recipient.destination),
-        recipient.country,
-    )
+    stored = {"version": context[0]["policy_version"], "document": context[0]["policy_document"]}
+    policy = policies.current_from(conn, tenant, now, stored)
     row = _row(tenant, request, reference, request_hash, now, actor)
     row.update(
         template_revision=revision.revision,
@@ -128,6 +131,7 @@ def create_or_replay(
         resend_budget=policy.resend_budget
         if request.resend_budget is None
         else request.resend_budget,
+        ciphertext=vault.encrypt(recipient.destination),
     )
     created = ledger.create_intent(conn, row)
     if created is not None:
@@ -144,9 +148,17 @@ def create_or_replay(
         )
         return created, True
     # Lost the race to a concurrent create with the same key: theirs stands.
+    return _replayed(_by_key(conn, tenant, request), request_hash), False
+
+
+def _by_key(conn: psycopg.Connection[Any], tenant: str, request: IntentRequest) -> Intent:
     existing = ledger.intent_by_key(conn, tenant, request.idempotency_key)
-    assert existing is not None
-    return _replayed(existing, request_hash), False
+    assert existing is not None  # keys are never deleted while their intent exists
+    return existing
+
+
+def _template_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {k[2:]: v for k, v in row.items() if k.startswith("t_")}
 
 
 def _replayed(existing: Intent, request_hash: str) -> Intent:

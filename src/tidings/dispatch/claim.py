@@ -16,6 +16,7 @@ import psycopg
 
 from tidings.dispatch.allowance import consume, rate_keys
 from tidings.dispatch.gate import GateResult, RecipientFacts, Verdict, bare_facts, decide
+from tidings.domain.errors import StaleTransition
 from tidings.domain.intent import Intent
 from tidings.domain.keys import attempt_key
 from tidings.domain.policy import Decision, Policy, dispatch_action, limit_decision
@@ -58,21 +59,84 @@ def claim_batch(
     intents = [Intent.from_row(r) for r in rows]
     by_id = {r["id"]: r for r in rows}
     shadowed = _shadow_scopes(conn, {i.tenant_id for i in intents})
-    claimed = []
+    moves = _Moves(conn, request, now)
     for intent in intents:
+        if moves.started_for(intent):
+            # A frequency cap counts the recipient's attempts; the one this
+            # batch started must be in the table before the count.
+            moves.flush()
         result = decide(
             conn, intent, now, shadow=_covered(intent, shadowed), facts=facts, row=by_id[intent.id]
         )
-        done = _apply(conn, intent, result, request, now)
-        if done is not None:
-            ciphertext = by_id[intent.id]["destination_ciphertext"]
-            claimed.append(replace(done, destination_ciphertext=ciphertext))
-    return claimed
+        moves.add(_apply(conn, intent, result, request, now))
+    moves.flush()
+    return [
+        replace(c, destination_ciphertext=by_id[c.intent.id]["destination_ciphertext"])
+        for c in moves.claimed
+    ]
+
+
+@dataclass(frozen=True)
+class _Start:
+    """A claim that opens an attempt: the move to `sending` plus its row."""
+
+    step: ledger.Step
+    n: int
+    attempt_key: str
+    policy: Policy
+
+
+class _Moves:
+    """The claim's writes, applied as one statement per kind for the batch."""
+
+    def __init__(self, conn: Conn, request: ClaimRequest, now: datetime) -> None:
+        self.conn, self.request, self.now = conn, request, now
+        self.pending: list[ledger.Step | _Start] = []
+        self.recipients: set[tuple[str, str]] = set()
+        self.claimed: list[Claimed] = []
+
+    def started_for(self, intent: Intent) -> bool:
+        return (intent.tenant_id, intent.recipient_ref) in self.recipients
+
+    def add(self, item: ledger.Step | _Start) -> None:
+        self.pending.append(item)
+        if isinstance(item, _Start):
+            self.recipients.add((item.step.intent.tenant_id, item.step.intent.recipient_ref))
+
+    def flush(self) -> None:
+        items, self.pending = self.pending, []
+        self.recipients.clear()
+        steps = [i.step if isinstance(i, _Start) else i for i in items]
+        moved = ledger.transition_many(self.conn, steps, now=self.now)
+        if any(m is None for m in moved):
+            # The rows are locked by this transaction: nobody else can move them.
+            raise StaleTransition("a claimed intent moved on under its row lock")
+        starts = [(i, m) for i, m in zip(items, moved, strict=True) if isinstance(i, _Start)]
+        if not starts:
+            return
+        execute(
+            self.conn,
+            "open_attempts",
+            {
+                "tenant_id": [s.step.intent.tenant_id for s, _ in starts],
+                "intent_id": [s.step.intent.id for s, _ in starts],
+                "n": [s.n for s, _ in starts],
+                "attempt_key": [s.attempt_key for s, _ in starts],
+                "channel": [s.step.intent.channel for s, _ in starts],
+                "provider": self.request.provider,
+                "now": self.now,
+            },
+        )
+        for start, intent in starts:
+            assert intent is not None
+            self.claimed.append(
+                Claimed(intent, start.n, start.attempt_key, self.request.provider, start.policy)
+            )
 
 
 def _apply(
     conn: Conn, intent: Intent, result: GateResult, request: ClaimRequest, now: datetime
-) -> Claimed | None:
+) -> ledger.Step | _Start:
     decision = result.decision
     detail: dict[str, Any] = {"code": decision.code, "verdict": result.verdict.value}
     if decision.detail:
@@ -84,7 +148,7 @@ def _apply(
             conn, intent.tenant_id, rate_keys(intent, result.policy, request.provider), now
         )
         if room.allowed:
-            return _start_attempt(conn, intent, result, request, now, actor, detail)
+            return _start_attempt(intent, result, request, now, actor, detail)
         decision = limit_decision(result.policy, room, now)
         if room.key is not None and decision.retry_after_seconds is not None:
             record_rate_limit_wait(room.key.scope, decision.retry_after_seconds)
@@ -95,24 +159,17 @@ def _apply(
         move = ledger.Move(
             next_due_at=decision.not_before, decision_code=code, policy_version=version
         )
-        ledger.transition(conn, intent, Event.DEFER, now=now, actor=actor, move=move, detail=detail)
-    elif result.verdict is Verdict.EXPIRE:
+        return ledger.Step(intent, Event.DEFER, actor, move, detail)
+    if result.verdict is Verdict.EXPIRE:
         move = ledger.Move(decision_code=code, policy_version=version)
-        ledger.transition(
-            conn, intent, Event.DEADLINE_PASSED, now=now, actor=actor, move=move, detail=detail
-        )
-    elif result.verdict is Verdict.SUPPRESS:
+        return ledger.Step(intent, Event.DEADLINE_PASSED, actor, move, detail)
+    if result.verdict is Verdict.SUPPRESS:
         move = ledger.Move(decision_code=code, policy_version=version)
-        ledger.transition(
-            conn, intent, Event.POLICY_DENIED, now=now, actor=actor, move=move, detail=detail
-        )
-    else:  # shadow: record what would have happened, never call a provider
-        detail["would"] = "send" if decision.allowed else decision.code
-        move = ledger.Move(decision_code=SHADOW_CODE, policy_version=decision.policy_version)
-        ledger.transition(
-            conn, intent, Event.POLICY_DENIED, now=now, actor=actor, move=move, detail=detail
-        )
-    return None
+        return ledger.Step(intent, Event.POLICY_DENIED, actor, move, detail)
+    # shadow: record what would have happened, never call a provider
+    detail["would"] = "send" if decision.allowed else decision.code
+    move = ledger.Move(decision_code=SHADOW_CODE, policy_version=decision.policy_version)
+    return ledger.Step(intent, Event.POLICY_DENIED, actor, move, detail)
 
 
 def _verdict_for(decision: Decision, intent: Intent) -> Verdict:
@@ -121,16 +178,14 @@ def _verdict_for(decision: Decision, intent: Intent) -> Verdict:
 
 
 def _start_attempt(
-    conn: Conn,
     intent: Intent,
     result: GateResult,
     request: ClaimRequest,
     now: datetime,
     actor: str,
     detail: dict[str, Any],
-) -> Claimed:
+) -> _Start:
     n = intent.attempt_count + 1
-    key = attempt_key(intent.idempotency_key, n)
     move = ledger.Move(
         lease_owner=request.owner,
         lease_expires_at=now + timedelta(seconds=request.lease_seconds),
@@ -138,26 +193,8 @@ def _start_attempt(
         decision_code=result.decision.code,
         policy_version=result.decision.policy_version,
     )
-    detail = {**detail, "attempt": n}
-    moved = ledger.transition(
-        conn, intent, Event.CLAIM, now=now, actor=actor, move=move, detail=detail
-    )
-    execute(
-        conn,
-        "open_attempt",
-        {
-            "tenant_id": intent.tenant_id,
-            "intent_id": intent.id,
-            "n": n,
-            "attempt_key": key,
-            "channel": intent.channel,
-            "provider": request.provider,
-            "segments": None,
-            "encoding": None,
-            "now": now,
-        },
-    )
-    return Claimed(moved, n, key, request.provider, result.policy)
+    step = ledger.Step(intent, Event.CLAIM, actor, move, {**detail, "attempt": n})
+    return _Start(step, n, attempt_key(intent.idempotency_key, n), result.policy)
 
 
 def _shadow_scopes(conn: Conn, tenants: set[str]) -> set[tuple[str, str, str]]:

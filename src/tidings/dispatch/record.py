@@ -9,6 +9,8 @@ the acceptance, the intent stays canceled or expired (seed 000).
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,7 +32,7 @@ from tidings.providers.base import (
     SendResult,
 )
 from tidings.store import contacts, ledger
-from tidings.store.database import execute, fetch_one
+from tidings.store.database import columns, execute, fetch_all, fetch_one
 
 Conn = psycopg.Connection[Any]
 
@@ -50,14 +52,10 @@ def record_result(
     encoding: str | None = None,
 ) -> str:
     """Store the outcome; returns what happened to the intent ("moved" or "stale")."""
-    if segments is not None:
-        execute(
-            conn,
-            "attempt_segments",
-            {**_attempt(claimed), "segments": segments, "encoding": encoding},
-        )
     if isinstance(result, Accepted):
-        return _accepted(conn, claimed, result, now, rng)
+        return _accepted_many(conn, [Sent(claimed, result, segments, encoding)], now, rng)[0]
+    if segments is not None:
+        _segments(conn, claimed, segments, encoding)
     if isinstance(result, Retryable):
         return _deferred(conn, claimed, result, now, rng)
     if isinstance(result, Rejected):
@@ -72,6 +70,101 @@ def record_result(
             {"code": result.code.value, "http_status": result.http_status},
         )
     return _indeterminate(conn, claimed, result, now)
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A provider call's answer, waiting to be recorded."""
+
+    claimed: Claimed
+    result: SendResult
+    segments: int | None = None
+    encoding: str | None = None
+
+
+def record_results(
+    conn: Conn, sent: Sequence[Sent], now: datetime, rng: random.Random
+) -> list[str]:
+    """Store many outcomes in one transaction; aligned with `sent`.
+
+    Acceptances, the common answer, take one statement for their attempts
+    and one for their intents whatever the batch size; the rarer answers go
+    one by one through `record_result`.
+    """
+    outcomes: dict[int, str] = {}
+    accepted = [(i, s) for i, s in enumerate(sent) if isinstance(s.result, Accepted)]
+    for i, item in enumerate(sent):
+        if not isinstance(item.result, Accepted):
+            outcomes[i] = record_result(
+                conn,
+                item.claimed,
+                item.result,
+                now,
+                rng,
+                segments=item.segments,
+                encoding=item.encoding,
+            )
+    for (i, _), outcome in zip(
+        accepted, _accepted_many(conn, [s for _, s in accepted], now, rng), strict=True
+    ):
+        outcomes[i] = outcome
+    return [outcomes[i] for i in range(len(sent))]
+
+
+def _accepted_many(
+    conn: Conn, sent: Sequence[Sent], now: datetime, rng: random.Random
+) -> list[str]:
+    if not sent:
+        return []
+    batch = []
+    for item in sent:
+        schedule = item.claimed.policy.poll_schedule
+        batch.append(
+            {
+                **_attempt(item.claimed),
+                "provider_message_id": _message_id(item),
+                "segments": item.segments,
+                "encoding": item.encoding,
+                "next_check_at": next_check_at(schedule, now, 0, rng),
+                "checks_expire_at": now + timedelta(seconds=schedule.give_up_after_seconds),
+            }
+        )
+    rows = fetch_all(conn, "attempts_accepted", {**columns(batch), "now": now})
+    settled = {(r["tenant_id"], r["intent_id"], r["n"]): r for r in rows}
+    steps = [
+        ledger.Step(
+            item.claimed.intent,
+            Event.PROVIDER_ACCEPTED,
+            f"worker:{item.claimed.intent.lease_owner}",
+            ledger.Move(),
+            {"provider_message_id": _message_id(item), "attempt": item.claimed.n},
+        )
+        for item in sent
+    ]
+    moved = ledger.transition_many(conn, steps, now=now)
+    outcomes = []
+    for item, intent in zip(sent, moved, strict=True):
+        c = item.claimed
+        row = settled.get((c.intent.tenant_id, c.intent.id, c.n))
+        if row is None and item.segments is not None:  # the cost is a fact all the same
+            _segments(conn, c, item.segments, item.encoding)
+        if row is None or row["has_unmatched"]:
+            rematch(conn, c.provider, _message_id(item), now)
+        if intent is not None and row is None:  # a receipt settled the attempt first
+            _carry(conn, c, now)
+        outcomes.append("moved" if intent is not None else "stale")
+    return outcomes
+
+
+def _segments(conn: Conn, claimed: Claimed, segments: int, encoding: str | None) -> None:
+    execute(
+        conn, "attempt_segments", {**_attempt(claimed), "segments": segments, "encoding": encoding}
+    )
+
+
+def _message_id(item: Sent) -> str:
+    assert isinstance(item.result, Accepted)
+    return item.result.provider_message_id
 
 
 def record_limit_deferred(conn: Conn, claimed: Claimed, room: LimitCheck, now: datetime) -> str:
@@ -117,36 +210,6 @@ def _learn_from_rejection(conn: Conn, claimed: Claimed, result: Rejected, now: d
         contacts.suppress(
             conn, intent.tenant_id, intent.channel, intent.destination_hash, "invalid", now
         )
-
-
-def _accepted(
-    conn: Conn, claimed: Claimed, result: Accepted, now: datetime, rng: random.Random
-) -> str:
-    schedule = claimed.policy.poll_schedule
-    row = fetch_one(
-        conn,
-        "attempt_accepted",
-        {
-            **_attempt(claimed),
-            "provider_message_id": result.provider_message_id,
-            "now": now,
-            "next_check_at": next_check_at(schedule, now, 0, rng),
-            "checks_expire_at": now + timedelta(seconds=schedule.give_up_after_seconds),
-        },
-    )
-    moved = _move(
-        conn,
-        claimed,
-        Event.PROVIDER_ACCEPTED,
-        now,
-        ledger.Move(),
-        {"provider_message_id": result.provider_message_id, "attempt": claimed.n},
-    )
-    if row is None or row["has_unmatched"]:
-        rematch(conn, claimed.provider, result.provider_message_id, now)
-    if moved == "moved" and row is None:  # a receipt settled the attempt first
-        _carry(conn, claimed, now)
-    return moved
 
 
 def _carry(conn: Conn, claimed: Claimed, now: datetime) -> None:

@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -33,7 +33,12 @@ from tidings.dispatch.gate import RecipientFacts
 from tidings.dispatch.message import Minter, PrepareError, TemplateCache, prepare
 from tidings.dispatch.minting import MintUnavailable
 from tidings.dispatch.reconcile import run_checks
-from tidings.dispatch.record import record_limit_deferred, record_prepare_failure, record_result
+from tidings.dispatch.record import (
+    Sent,
+    record_limit_deferred,
+    record_prepare_failure,
+    record_results,
+)
 from tidings.dispatch.retention import purge
 from tidings.dispatch.sweep import sweep
 from tidings.jobs.prepare import prepare_next
@@ -105,8 +110,8 @@ class Worker:
         done = 0
         for name in [channel] if channel else list(self.adapters):
             claimed = self.claim(name, self.config.batch_size)
-            for item in claimed:
-                self.send_and_record(item)
+            self._hold(claimed)
+            self.record([self.send(item) for item in claimed])
             done += len(claimed)
         return done
 
@@ -121,47 +126,84 @@ class Worker:
         return claimed
 
     def send_and_record(self, claimed: Claimed) -> str:
-        adapter = self.adapters[claimed.intent.channel]
-        intent = claimed.intent
-        with self._inflight_lock:
-            self._inflight.add(intent.id)
-        try:
-            with log_context(
-                tenant_id=intent.tenant_id,
-                intent_id=str(intent.id),
-                correlation_id=intent.correlation_id,
-                channel=intent.channel,
-                template_revision=f"{intent.template_name}@{intent.template_revision}",
-                attempt_key=claimed.attempt_key,
-                provider=adapter.name,
-            ):
-                outcome = self._send_and_record(adapter, claimed)
-                log.info("attempt recorded", extra={"intent_outcome": outcome})
-                return outcome
-        finally:
-            with self._inflight_lock:
-                self._inflight.discard(claimed.intent.id)
+        self._hold([claimed])
+        return self.record([self.send(claimed)])[0]
 
-    def _send_and_record(self, adapter: ProviderAdapter, claimed: Claimed) -> str:
+    def send(self, claimed: Claimed) -> Sent | str:
+        """Prepare and make the provider call; the answer, or an outcome
+        already recorded when no call could be made."""
+        adapter = self.adapters[claimed.intent.channel]
+        with self._context(claimed):
+            try:
+                return self._send(adapter, claimed)
+            except BaseException:
+                self._release([claimed])
+                raise
+
+    def record(self, sent: list[Sent | str]) -> list[str]:
+        """Record the answers of a group of calls in one transaction."""
+        answers = [s for s in sent if isinstance(s, Sent)]
+        try:
+            if answers:
+                with self.t.db.transaction() as conn:
+                    outcomes = iter(record_results(conn, answers, self.t.clock.now(), self.rng))
+                faults.point("after_record")
+            else:
+                outcomes = iter(())
+            results = [next(outcomes) if isinstance(s, Sent) else s for s in sent]
+        finally:
+            self._release([s.claimed for s in answers])
+        for item, outcome in zip(sent, results, strict=True):
+            if isinstance(item, Sent):
+                with self._context(item.claimed):
+                    log.info("attempt recorded", extra={"intent_outcome": outcome})
+        return results
+
+    def _hold(self, claimed: list[Claimed]) -> None:
+        with self._inflight_lock:  # queued sends keep their leases too
+            self._inflight.update(c.intent.id for c in claimed)
+
+    def _release(self, claimed: list[Claimed]) -> None:
+        with self._inflight_lock:
+            self._inflight.difference_update(c.intent.id for c in claimed)
+
+    def _context(self, claimed: Claimed) -> Any:
+        intent = claimed.intent
+        return log_context(
+            tenant_id=intent.tenant_id,
+            intent_id=str(intent.id),
+            correlation_id=intent.correlation_id,
+            channel=intent.channel,
+            template_revision=f"{intent.template_name}@{intent.template_revision}",
+            attempt_key=claimed.attempt_key,
+            provider=self.adapters[intent.channel].name,
+        )
+
+    def _send(self, adapter: ProviderAdapter, claimed: Claimed) -> Sent | str:
         try:
             message, segments, encoding = prepare(
                 self.t.db, claimed, self.t.vault, self.templates, self.minters
             )
         except PrepareError as error:
             with self.t.db.transaction() as conn:
-                return record_prepare_failure(conn, claimed, error.code, self.t.clock.now())
+                outcome = record_prepare_failure(conn, claimed, error.code, self.t.clock.now())
+            self._release([claimed])
+            return outcome
         except MintUnavailable:
             # The application could not mint a token now: nothing was sent.
             retry = Retryable(RejectCode.PROVIDER_ERROR, MINT_RETRY_SECONDS, "token minting")
-            with self.t.db.transaction() as conn:
-                return record_result(conn, claimed, retry, self.t.clock.now(), self.rng)
+            return Sent(claimed, retry)
         if segments is not None:
             keys = spend_keys(claimed.intent, claimed.policy, claimed.provider, segments)
-            with self.t.db.transaction() as conn:
-                room = consume(conn, claimed.intent.tenant_id, keys, self.t.clock.now())
+            if keys:
+                with self.t.db.transaction() as conn:
+                    room = consume(conn, claimed.intent.tenant_id, keys, self.t.clock.now())
+                    if not room.allowed:
+                        del message
+                        outcome = record_limit_deferred(conn, claimed, room, self.t.clock.now())
                 if not room.allowed:
-                    del message
-                    return record_limit_deferred(conn, claimed, room, self.t.clock.now())
+                    self._release([claimed])
+                    return outcome
         faults.point("before_send")
         log.info("provider call")
         result = _call(adapter, message, claimed.attempt_key)
@@ -175,18 +217,7 @@ class Worker:
         )
         del message  # the rendered body and destination go no further
         faults.point("after_send_before_record")
-        with self.t.db.transaction() as conn:
-            outcome = record_result(
-                conn,
-                claimed,
-                result,
-                self.t.clock.now(),
-                self.rng,
-                segments=segments,
-                encoding=encoding,
-            )
-        faults.point("after_record")
-        return outcome
+        return Sent(claimed, result, segments, encoding)
 
     def reconcile_once(self, limit: int = 100) -> int:
         return run_checks(
@@ -249,27 +280,55 @@ class Worker:
 
     def _channel_loop(self, channel: str, stop: threading.Event) -> None:
         budget = max(1, self.config.concurrency.get(channel, 4))
-        # A few sends' worth per claim keeps the pool busy without holding
+        # A few sends' worth in flight keeps the pool busy without holding
         # leases on more than it can send well within them.
         size = min(self.config.batch_size, budget * 4)
         with ThreadPoolExecutor(budget, thread_name_prefix=f"send-{channel}") as pool:
-            while not stop.is_set():
+            pending: set[Future[Sent | str]] = set()
+            while pending or not stop.is_set():
                 try:
-                    claimed = self.claim(channel, size)
-                    with self._inflight_lock:  # queued sends keep their leases too
-                        self._inflight.update(c.intent.id for c in claimed)
-                    list(pool.map(self.send_and_record, claimed))
+                    self._pump(channel, pool, pending, size, stop)
                 except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                     log.warning("dispatch %s: database unavailable: %s", channel, exc)
                     stop.wait(1.0)
-                    continue
                 except Exception:  # a bug must not end the loop; leases recover the rest
                     log.exception("dispatch %s: unexpected error", channel)
                     stop.wait(1.0)
-                    continue
-                if len(claimed) < size:
-                    self._wake[channel].wait(self.config.idle_wait)
-                    self._wake[channel].clear()
+
+    def _pump(
+        self,
+        channel: str,
+        pool: ThreadPoolExecutor,
+        pending: set[Future[Sent | str]],
+        size: int,
+        stop: threading.Event,
+    ) -> None:
+        """One turn: top up the sends in flight, then record what finished.
+
+        Claims come in chunks of at least half the window, so the claim's
+        cost is shared; answers are recorded as they arrive, so one slow
+        provider call holds up only itself, never the calls around it. An
+        answer that cannot be recorded is let go: its lease lapses and
+        reconciliation looks it up, as after a crash.
+        """
+        room = size - len(pending)
+        if not stop.is_set() and room >= max(1, size // 2):
+            claimed = self.claim(channel, room)
+            self._hold(claimed)
+            pending.update(pool.submit(self.send, c) for c in claimed)
+        if not pending:
+            self._wake[channel].wait(self.config.idle_wait)
+            self._wake[channel].clear()
+            return
+        done, _ = wait(pending, timeout=self.config.idle_wait, return_when=FIRST_COMPLETED)
+        pending.difference_update(done)
+        answers = []
+        for future in done:
+            try:
+                answers.append(future.result())
+            except Exception:  # that one's lease recovers it; the others still record
+                log.exception("dispatch %s: a send failed unexpectedly", channel)
+        self.record(answers)
 
     def _listen(self, stop: threading.Event) -> None:
         while not stop.is_set():

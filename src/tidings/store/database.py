@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import psycopg
 from psycopg.rows import dict_row
@@ -14,6 +16,8 @@ from psycopg_pool import ConnectionPool
 from tidings.store.queries import q
 
 Row = dict[str, Any]
+# How long after its last transaction a pooled connection is taken as alive.
+RECENTLY = 1.0
 
 
 class Database:
@@ -21,17 +25,28 @@ class Database:
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
         self.url = url
+        self._last_returned: WeakKeyDictionary[psycopg.Connection[Any], float] = WeakKeyDictionary()
         self.pool = ConnectionPool(
             url,
             min_size=min_size,
             max_size=max_size,
             kwargs={"row_factory": dict_row, "autocommit": False},
             open=True,
-            # A restarted server leaves dead connections in the pool; check
-            # each on checkout instead of failing the request that gets it.
-            check=ConnectionPool.check_connection,
+            check=self._check,
+            reset=self._returned,
             name="tidings",
         )
+
+    def _returned(self, conn: psycopg.Connection[Any]) -> None:
+        self._last_returned[conn] = time.monotonic()
+
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        # A restarted server leaves dead connections in the pool; check one
+        # on checkout instead of failing the request that gets it. One that
+        # just came back from a working transaction is skipped: the check
+        # is a round trip, as dear as the statements of a small transaction.
+        if time.monotonic() - self._last_returned.get(conn, -RECENTLY) >= RECENTLY:
+            ConnectionPool.check_connection(conn)
 
     def close(self) -> None:
         self.pool.close()
@@ -65,6 +80,15 @@ def execute(conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any])
     with conn.cursor() as cur:
         cur.execute(q(name), _adapt(params), prepare=True)
         return cur.rowcount
+
+
+def columns(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """Rows as one array per column: the parameters of an `unnest` batch."""
+    out: dict[str, list[Any]] = {name: [] for name in rows[0]} if rows else {}
+    for row in rows:
+        for name, value in row.items():
+            out[name].append(Jsonb(value) if isinstance(value, dict) else value)
+    return out
 
 
 def _adapt(params: Mapping[str, Any]) -> dict[str, Any]:

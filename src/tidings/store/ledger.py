@@ -6,7 +6,7 @@ the caller's own transaction (the outbox), the API and the workers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,7 +18,7 @@ from tidings.domain.errors import StaleTransition
 from tidings.domain.intent import Attempt, Intent, TimelineEntry
 from tidings.domain.states import IntentState, is_terminal
 from tidings.domain.transitions import Event, next_state
-from tidings.store.database import execute, fetch_all, fetch_one
+from tidings.store.database import columns, execute, fetch_all, fetch_one
 
 Conn = psycopg.Connection[Any]
 
@@ -113,6 +113,39 @@ def transition(
             f"intent {intent.id} moved on from version {intent.version} ({intent.state})"
         )
     return Intent.from_row(row)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One intent's move within a batch (see `transition_many`)."""
+
+    intent: Intent
+    event: Event
+    actor: str
+    move: Move = Move()
+    detail: Mapping[str, Any] | None = None
+
+
+def transition_many(conn: Conn, steps: Sequence[Step], *, now: datetime) -> list[Intent | None]:
+    """Apply each step at exactly the version read, in one statement.
+
+    The result is aligned with `steps`: the moved intent, or None where the
+    row changed since it was read (that step's StaleTransition). A move the
+    table forbids raises InvalidTransition before anything is written.
+    """
+    if not steps:
+        return []
+    batch = []
+    for step in steps:
+        target = next_state(step.intent.state, step.event)
+        params = _transition_params(
+            step.intent, step.event, target, now, step.actor, step.move, step.detail
+        )
+        del params["now"]
+        batch.append(params)
+    rows = fetch_all(conn, "transition_many", {**columns(batch), "now": now})
+    moved = {(r["tenant_id"], r["id"]): Intent.from_row(r) for r in rows}
+    return [moved.get((s.intent.tenant_id, s.intent.id)) for s in steps]
 
 
 def _transition_params(

@@ -57,7 +57,12 @@ def publish(
 
 def current(conn: Conn, tenant_id: str, now: datetime) -> Policy:
     row = fetch_one(conn, "current_policy", {"tenant_id": tenant_id})
-    if row is None:
+    return current_from(conn, tenant_id, now, row or {})
+
+
+def current_from(conn: Conn, tenant_id: str, now: datetime, row: Mapping[str, Any]) -> Policy:
+    """`current` from a row already read (`version`, `document`, maybe NULL)."""
+    if row.get("version") is None:
         return publish(conn, tenant_id, builtin_document(DEFAULT_POLICY), now, "system")
     return _parsed(tenant_id, row["version"], row["document"])
 

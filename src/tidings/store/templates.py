@@ -6,7 +6,7 @@ revision never changes what an old intent renders.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -98,14 +98,29 @@ def resolve(
     in the best locale match."""
     if revision is not None:
         found = get_revision(conn, tenant_id, name, revision)
-        if found is None or found.channel != channel:
-            raise InvalidInput("template", f"no {channel} template {name!r} revision {revision}")
-        return found
+        return resolve_among([] if found is None else [found], name, channel, locale, revision)
     rows = fetch_all(
         conn, "template_candidates", {"tenant_id": tenant_id, "name": name, "channel": channel}
     )
+    return resolve_among([revision_from_row(r) for r in rows], name, channel, locale, None)
+
+
+def resolve_among(
+    candidates: Sequence[TemplateRevision | Mapping[str, Any]],
+    name: str,
+    channel: str,
+    locale: str | None,
+    revision: int | None,
+) -> TemplateRevision:
+    """`resolve` over candidates already read (rows or revisions)."""
+    found = [c if isinstance(c, TemplateRevision) else revision_from_row(c) for c in candidates]
+    if revision is not None:
+        match = [f for f in found if f.revision == revision and f.channel == channel]
+        if not match:
+            raise InvalidInput("template", f"no {channel} template {name!r} revision {revision}")
+        return match[0]
     try:
-        return choose_revision([revision_from_row(r) for r in rows], locale)
+        return choose_revision([f for f in found if f.channel == channel], locale)
     except RevisionNotFoundError:
         raise InvalidInput("template", f"no {channel} template named {name!r}") from None
 

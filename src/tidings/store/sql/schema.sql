@@ -72,8 +72,9 @@ CREATE TABLE intents (
     CHECK ((state = 'sending') = (lease_owner IS NOT NULL))
 );
 
--- Claims walk due intents in keyset order; only claimable rows are indexed.
-CREATE INDEX intents_due ON intents (next_due_at, id)
+-- Claims walk one channel's due intents in keyset order; only claimable
+-- rows are indexed.
+CREATE INDEX intents_due ON intents (channel, next_due_at, id)
     WHERE state IN ('pending', 'resend_due');
 CREATE INDEX intents_leases ON intents (lease_expires_at)
     WHERE state = 'sending';

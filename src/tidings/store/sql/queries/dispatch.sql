@@ -38,11 +38,13 @@ FOR UPDATE OF i SKIP LOCKED;
 SELECT tenant_id, channel, country FROM controls
 WHERE kind = 'shadow_mode' AND enabled AND tenant_id = ANY(%(tenants)s);
 
--- name: open_attempt
-INSERT INTO attempts (tenant_id, intent_id, n, attempt_key, channel, state, provider,
-                      segments, encoding, created_at)
-VALUES (%(tenant_id)s, %(intent_id)s, %(n)s, %(attempt_key)s, %(channel)s, 'sending',
-        %(provider)s, %(segments)s, %(encoding)s, %(now)s);
+-- name: open_attempts
+-- The attempts a claim starts, one row each, in one statement.
+INSERT INTO attempts (tenant_id, intent_id, n, attempt_key, channel, state, provider, created_at)
+SELECT t.tenant_id, t.intent_id, t.n, t.attempt_key, t.channel, 'sending', %(provider)s, %(now)s
+FROM unnest(%(tenant_id)s::text[], %(intent_id)s::uuid[], %(n)s::int[],
+            %(attempt_key)s::text[], %(channel)s::text[])
+     AS t (tenant_id, intent_id, n, attempt_key, channel);
 
 -- name: attempt_accepted
 -- Accepted by the provider. Runs whether or not the intent could still
@@ -61,6 +63,35 @@ RETURNING *,
     EXISTS (SELECT 1 FROM observations o
             WHERE o.intent_id IS NULL AND o.provider = attempts.provider
               AND o.provider_message_id = %(provider_message_id)s) AS has_unmatched;
+
+-- name: attempts_accepted
+-- `attempt_accepted` for a batch, with the segments each message counted.
+WITH input AS (
+    SELECT * FROM unnest(%(tenant_id)s::text[], %(intent_id)s::uuid[], %(n)s::int[],
+                         %(provider_message_id)s::text[], %(segments)s::int[],
+                         %(encoding)s::text[], %(next_check_at)s::timestamptz[],
+                         %(checks_expire_at)s::timestamptz[])
+         AS t (tenant_id, intent_id, n, provider_message_id, segments, encoding,
+               next_check_at, checks_expire_at)
+)
+UPDATE attempts a SET
+    state = 'accepted',
+    provider_message_id = t.provider_message_id,
+    segments = coalesce(t.segments, a.segments),
+    encoding = coalesce(t.encoding, a.encoding),
+    accepted_at = coalesce(a.accepted_at, %(now)s),
+    last_status_at = %(now)s,
+    next_check_at = t.next_check_at,
+    checks_expire_at = t.checks_expire_at
+FROM input t
+WHERE a.tenant_id = t.tenant_id AND a.intent_id = t.intent_id AND a.n = t.n
+  AND a.state IN ('sending', 'unknown')
+  -- As index conditions (see transition_many).
+  AND a.tenant_id = ANY(%(tenant_id)s::text[]) AND a.intent_id = ANY(%(intent_id)s::uuid[])
+RETURNING a.tenant_id, a.intent_id, a.n,
+    EXISTS (SELECT 1 FROM observations o
+            WHERE o.intent_id IS NULL AND o.provider = a.provider
+              AND o.provider_message_id = t.provider_message_id) AS has_unmatched;
 
 -- name: attempt_settled
 UPDATE attempts SET

@@ -12,10 +12,43 @@ ON CONFLICT (tenant_id, destination_hash) DO NOTHING;
 SELECT ciphertext FROM destinations
 WHERE tenant_id = %(tenant_id)s AND destination_hash = %(destination_hash)s;
 
+-- name: intake_context
+-- What a create needs to know, in one round trip: whether the key is taken,
+-- the template's candidate revisions (newest per locale, or the one asked
+-- for) and the tenant's current policy. One row per candidate revision; a
+-- single row of NULL template columns when there is none.
+SELECT e.id AS existing_id, p.version AS policy_version, p.document AS policy_document,
+       t.tenant_id AS t_tenant_id, t.name AS t_name, t.revision AS t_revision,
+       t.channel AS t_channel, t.locale AS t_locale, t.subject AS t_subject, t.body AS t_body,
+       t.html_body AS t_html_body, t.required_variables AS t_required_variables,
+       t.attachment_policy AS t_attachment_policy,
+       t.provider_template_ids AS t_provider_template_ids
+FROM (SELECT 1) AS one
+LEFT JOIN LATERAL (
+    SELECT id FROM intents
+    WHERE tenant_id = %(tenant_id)s AND idempotency_key = %(idempotency_key)s
+) AS e ON true
+LEFT JOIN LATERAL (
+    SELECT version, document FROM policies WHERE tenant_id = %(tenant_id)s
+    ORDER BY published_at DESC, version DESC LIMIT 1
+) AS p ON true
+LEFT JOIN LATERAL (
+    SELECT DISTINCT ON (locale) * FROM templates
+    WHERE tenant_id = %(tenant_id)s AND name = %(name)s AND channel = %(channel)s
+      AND (%(revision)s::int IS NULL OR revision = %(revision)s::int)
+    ORDER BY locale, revision DESC
+) AS t ON true;
+
 -- name: create_intent
 -- Insert-or-nothing: a replayed key returns no row and the caller reads
--- the first intent instead. The creation is audited as version 1.
-WITH created AS (
+-- the first intent instead. The creation is audited as version 1, and the
+-- destination stored beside it.
+WITH destination AS (
+    -- The one encrypted copy of the destination, written with its intent.
+    INSERT INTO destinations (tenant_id, destination_hash, channel, ciphertext, country)
+    VALUES (%(tenant_id)s, %(destination_hash)s, %(channel)s, %(ciphertext)s, %(country)s)
+    ON CONFLICT (tenant_id, destination_hash) DO NOTHING
+), created AS (
     INSERT INTO intents (
         tenant_id, id, idempotency_key, request_hash, channel, state, recipient_ref,
         destination_hash, country, timezone, locale, template_name, template_revision,
@@ -76,6 +109,71 @@ WITH moved AS (
     SELECT tenant_id, id, version, %(from_state)s::text, state, %(event)s, %(actor)s, %(input)s,
            policy_version, %(decision_code)s::text, %(now)s
     FROM moved
+), announced AS (
+    INSERT INTO events (tenant_id, type, intent_id, job_id, payload, created_at)
+    SELECT m.tenant_id, e.type, m.id, m.job_id,
+           jsonb_build_object(
+               'intent_id', m.id, 'idempotency_key', m.idempotency_key, 'state', m.state,
+               'event_class', m.event_class, 'channel', m.channel, 'code', m.decision_code,
+               'cancel_reason', m.cancel_reason, 'correlation_id', m.correlation_id,
+               'version', m.version, 'at', %(now)s),
+           %(now)s
+    FROM moved m
+    JOIN (VALUES ('delivered', 'intent.delivered'),
+                 ('expired', 'intent.expired'),
+                 ('expired', 'offer.released'),
+                 ('canceled', 'intent.canceled'),
+                 ('suppressed', 'intent.suppressed'),
+                 ('no_permitted_channel', 'intent.no_permitted_channel'),
+                 ('failed', 'intent.failed'),
+                 ('unknown', 'intent.unknown')) AS e (state, type)
+      ON e.state = m.state
+)
+SELECT * FROM moved;
+
+-- name: transition_many
+-- The transition statement for a batch: each input row is one version-
+-- checked move with its own audit row and announcement. Rows that moved on
+-- meanwhile are simply absent from the result, so one stale intent never
+-- costs the others their moves.
+WITH input AS (
+    SELECT * FROM unnest(
+        %(tenant_id)s::text[], %(id)s::uuid[], %(version)s::int[], %(from_state)s::text[],
+        %(to_state)s::text[], %(event)s::text[], %(terminal)s::bool[], %(actor)s::text[],
+        %(input)s::jsonb[], %(next_due_at)s::timestamptz[], %(lease_owner)s::text[],
+        %(lease_expires_at)s::timestamptz[], %(attempts_added)s::int[],
+        %(decision_code)s::text[], %(policy_version)s::text[], %(cancel_reason)s::text[]
+    ) AS t (tenant_id, id, version, from_state, to_state, event, terminal, actor, input,
+            next_due_at, lease_owner, lease_expires_at, attempts_added, decision_code,
+            policy_version, cancel_reason)
+), moved AS (
+    UPDATE intents i SET
+        state = n.to_state,
+        version = i.version + 1,
+        updated_at = %(now)s,
+        next_due_at = CASE WHEN n.to_state IN ('pending', 'resend_due') THEN n.next_due_at END,
+        lease_owner = CASE WHEN n.to_state = 'sending' THEN n.lease_owner END,
+        lease_expires_at = CASE WHEN n.to_state = 'sending' THEN n.lease_expires_at END,
+        attempt_count = i.attempt_count + n.attempts_added,
+        accepted_at = CASE WHEN n.to_state = 'accepted'
+                           THEN coalesce(i.accepted_at, %(now)s) ELSE i.accepted_at END,
+        terminal_at = CASE WHEN n.terminal THEN %(now)s ELSE i.terminal_at END,
+        decision_code = coalesce(n.decision_code, i.decision_code),
+        policy_version = coalesce(n.policy_version, i.policy_version),
+        cancel_reason = coalesce(n.cancel_reason, i.cancel_reason)
+    FROM input n
+    WHERE i.tenant_id = n.tenant_id AND i.id = n.id
+      AND i.version = n.version AND i.state = n.from_state
+      -- The arrays again, as index conditions: a join to the unnest alone
+      -- can be planned as a scan of the whole table.
+      AND i.tenant_id = ANY(%(tenant_id)s::text[]) AND i.id = ANY(%(id)s::uuid[])
+    RETURNING i.*
+), audit AS (
+    INSERT INTO transitions (tenant_id, intent_id, version, from_state, to_state, event,
+                             actor, input, policy_version, decision_code, at)
+    SELECT m.tenant_id, m.id, m.version, n.from_state, m.state, n.event, n.actor, n.input,
+           m.policy_version, n.decision_code, %(now)s
+    FROM moved m JOIN input n ON n.tenant_id = m.tenant_id AND n.id = m.id
 ), announced AS (
     INSERT INTO events (tenant_id, type, intent_id, job_id, payload, created_at)
     SELECT m.tenant_id, e.type, m.id, m.job_id,
