@@ -29,6 +29,17 @@ def _admin(url: str, sql: str) -> None:
         conn.execute(sql)
 
 
+def clone_database(server_url: str, template: str) -> tuple[str, str]:
+    """A new database copied from `template`: (its name, a DSN to it)."""
+    name = f"tidings_t_{uuid.uuid4().hex[:12]}"
+    _admin(server_url, f"CREATE DATABASE {name} TEMPLATE {template}")
+    return name, make_conninfo(server_url, dbname=name)
+
+
+def drop_database(server_url: str, name: str) -> None:
+    _admin(server_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
 @pytest.fixture(scope="session")
 def pg_server_url() -> Iterator[str]:
     configured = os.environ.get("TIDINGS_TEST_DATABASE_URL")
@@ -67,10 +78,9 @@ def fresh_db(pg_server_url: str) -> Iterator[str]:
 
 @pytest.fixture
 def db_url(pg_server_url: str, template_db: str) -> Iterator[str]:
-    name = f"tidings_t_{uuid.uuid4().hex[:12]}"
-    _admin(pg_server_url, f"CREATE DATABASE {name} TEMPLATE {template_db}")
-    yield make_conninfo(pg_server_url, dbname=name)
-    _admin(pg_server_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    name, url = clone_database(pg_server_url, template_db)
+    yield url
+    drop_database(pg_server_url, name)
 
 
 @pytest.fixture

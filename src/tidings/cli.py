@@ -30,12 +30,47 @@ app.add_typer(keys_app, name="keys")
 app.add_typer(templates_app, name="templates")
 app.add_typer(policy_app, name="policy")
 console = Console()
+errors = Console(stderr=True)
+
+DatabaseWait = Annotated[
+    float | None,
+    typer.Option(
+        help="at start-up, give up (exit 1) if the database has not answered within this"
+        " many seconds; default: keep retrying (TIDINGS_DATABASE_WAIT_SECONDS)"
+    ),
+]
 
 
-def _tidings(tenant: str | None = None) -> Tidings:
+def _tidings(tenant: str | None = None, url: str | None = None) -> Tidings:
     from tidings.client import Tidings
 
-    return Tidings(tenant=tenant)
+    return Tidings(url, tenant=tenant)
+
+
+def _await_database(
+    settings: Settings, max_wait: float | None, stop: threading.Event
+) -> str | None:
+    """The database URL once PostgreSQL answers and the schema is migrated.
+
+    None when asked to stop first. Waiting here, before the pool opens,
+    means a long-running process never needs restarting because it was
+    started while the database was down.
+    """
+    from tidings.store.embedded import embedded_url
+    from tidings.store.migrate import migrate as apply_migrations
+    from tidings.store.wait import DatabaseUnavailable, WaitInterrupted, wait_for_database
+
+    url = settings.database_url or embedded_url(settings.resolved_home())
+    limit = max_wait if max_wait is not None else settings.database_wait_seconds
+    try:
+        wait_for_database(lambda: apply_migrations(url), dsn=url, max_wait=limit, sleep=stop.wait)
+    except WaitInterrupted:
+        return None
+    except DatabaseUnavailable as exc:
+        # Markup off: libpq messages contain brackets ("[Errno 111]").
+        errors.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    return url
 
 
 @app.command()
@@ -57,6 +92,7 @@ def worker(
     metrics_port: Annotated[
         int | None, typer.Option(help="serve this worker's provider-call metrics here")
     ] = None,
+    database_wait_seconds: DatabaseWait = None,
 ) -> None:
     """Claim due intents, send them, reconcile and sweep, until SIGTERM."""
     from tidings.dispatch.minting import minters_from_env
@@ -71,8 +107,11 @@ def worker(
         concurrency={"sms": sms_concurrency, "email": email_concurrency},
         not_received_after=settings.not_received_after_seconds,
     )
-    with _tidings() as t:
-        t.migrate()
+    url = _await_database(settings, database_wait_seconds, stop)
+    if url is None:
+        console.print("worker stopped before the database answered")
+        return
+    with _tidings(url=url) as t:
         w = Worker(
             t, adapters_from_settings(settings), config=config, minters=minters_from_env(os.environ)
         )
@@ -105,14 +144,24 @@ def simulator(
 def serve(
     port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
     host: str = "127.0.0.1",
+    database_wait_seconds: DatabaseWait = None,
 ) -> None:
     """Serve the HTTP API (and the console at /console)."""
     from tidings.api.serve import serve as run_api
     from tidings.providers.routing import adapters_from_settings, by_name
 
     settings = Settings()
-    with _tidings() as t:
-        t.migrate()
+    # A stop while waiting is clean; once serving, uvicorn's handling (and
+    # what it re-raises at exit) applies exactly as before.
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        url = _await_database(settings, database_wait_seconds, _stop_on_signals())
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if url is None:
+        return
+    with _tidings(url=url) as t:
         try:
             adapters = by_name(adapters_from_settings(settings))
         except Exception:  # webhooks need adapters; the API itself does not

@@ -27,6 +27,12 @@ class Settings(BaseSettings):
     pool_size: int = 10
     lease_seconds: float = 30.0
     not_received_after_seconds: float = 60.0
+    # Uploaded audiences stream past the small JSON body limit; this bounds
+    # one upload instead (1 GiB: millions of recipients).
+    max_upload_bytes: int = 1024**3
+    # How long `worker` and `serve` wait for the database at start-up before
+    # giving up; unset, they wait as long as it takes (see store/wait.py).
+    database_wait_seconds: float | None = None
 
     def resolved_home(self) -> Path:
         return self.home.expanduser()

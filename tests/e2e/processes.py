@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 
@@ -38,7 +38,12 @@ def simulator(**config: Any) -> Iterator[str]:
 
 
 def start_worker(
-    db_url: str, home: Path, simulator_url: str, *args: str, faults: str = ""
+    db_url: str,
+    home: Path,
+    simulator_url: str,
+    *args: str,
+    faults: str = "",
+    output: IO[bytes] | None = None,
 ) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
@@ -51,8 +56,25 @@ def start_worker(
     return subprocess.Popen(
         [sys.executable, "-m", "tidings.cli", "worker", *args],
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=output or subprocess.DEVNULL,
+        stderr=subprocess.STDOUT if output else subprocess.DEVNULL,
+    )
+
+
+def start_api(
+    db_url: str, home: Path, port: int, *args: str, output: IO[bytes] | None = None
+) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": db_url,
+        "TIDINGS_HOME": str(home),
+        "TIDINGS_SECRET_KEY": "test-secret-key-0123456789abcdef",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "tidings.cli", "serve", "--port", str(port), *args],
+        env=env,
+        stdout=output or subprocess.DEVNULL,
+        stderr=subprocess.STDOUT if output else subprocess.DEVNULL,
     )
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from tidings import ManualClock, Tidings
+from tidings.devstack import free_port
 from tidings.policies import builtin_document
 
 from .api_support import auth, client, count, intent_body, is_problem, new_key, publish_offer
@@ -190,6 +192,15 @@ def test_health_and_openapi_need_no_key(tidings: Tidings, db_url: str) -> None:
     down = Tidings(db_url, secret_key="x" * 32)
     down.close()
     is_problem(client(down).get("/healthz"), 503, "UNAVAILABLE")
+
+
+def test_health_reports_a_server_that_refuses_connections_as_unavailable() -> None:
+    # An open pool whose server is gone (not a closed pool): the probe must
+    # give up within its own timeout and answer, not hang or fail with a 500.
+    with Tidings(f"postgresql://postgres@127.0.0.1:{free_port()}/x", secret_key="x" * 32) as gone:
+        started = time.monotonic()
+        is_problem(client(gone).get("/healthz"), 503, "UNAVAILABLE")
+        assert time.monotonic() - started < 10
 
 
 def test_an_unexpected_error_is_a_bare_500(

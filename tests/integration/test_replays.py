@@ -9,10 +9,18 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 
+from tests.conftest import clone_database, drop_database
 from tidings import IntentState, ManualClock, Tidings
 from tidings.dispatch.observe import apply_observation
+from tidings.domain import ids
 from tidings.domain.states import TERMINAL_INTENT
 from tidings.providers.simulator_adapter import InProcessSimulatorAdapter
 
@@ -22,39 +30,69 @@ from .dispatch_helpers import offer, publish_offer_template, simulator, worker
 SENT = {"accepted", "timeout_after_accept"}
 
 
-def build(t: Tidings, clock: ManualClock) -> type[RuleBasedStateMachine]:
-    runs = iter(range(10**6))
-
+def build(server_url: str, template: str) -> type[RuleBasedStateMachine]:
     class Replays(RuleBasedStateMachine):
+        """One example, one world: its own database, clock and simulator.
+
+        Hypothesis replays an example's choices and expects the same draws
+        back; `replay_a_receipt` samples from the receipts seen so far, so
+        everything that decides how many there are (the rows a worker can
+        claim, the time, the simulator's seed) must come from the example
+        alone, never from one that ran before it.
+        """
+
         def __init__(self) -> None:
             super().__init__()
-            self.run = next(runs)
+            # Each example's clock starts at the same moment, behind the
+            # process-wide uuid7 state: without this every id would take the
+            # latest millisecond an earlier example reached and a 12-bit
+            # counter carried over from them, and once that wraps, ids (so
+            # the claim order of intents due at the same time) stop
+            # following creation order.
+            ids._last[:] = [0, 0]
+            self.clock = ManualClock()
+            self.db_name, url = clone_database(server_url, template)
+            try:
+                self.t: Tidings = make_tidings(url, self.clock)
+                publish_offer_template(self.t)
+            except BaseException:
+                drop_database(server_url, self.db_name)
+                raise
+            self.intents: list[Any] = []
+            self.seen_webhooks: list[Any] = []
+            self.canceled_at: dict[Any, Any] = {}
+
+        def teardown(self) -> None:
+            self.t.close()
+            drop_database(server_url, self.db_name)
+
+        # The seed is drawn, not counted, so a replayed example gets the same
+        # simulator decisions back while examples still differ from each other.
+        @initialize(seed=st.integers(0, 2**32 - 1))
+        def start_simulator(self, seed: int) -> None:
             self.core = simulator(
-                clock,
+                self.clock,
                 receipt_delay_ms=500,
                 duplicate_rate=0.3,
                 reorder=True,
                 delivered_share=0.5,
                 webhook_url="http://in-process/hook",
-                seed=self.run,
+                seed=seed,
             )
             self.adapter = InProcessSimulatorAdapter(self.core)
-            self.worker = worker(t, self.core)
+            self.worker = worker(self.t, self.core)
             self.worker.adapters = {"sms": self.adapter, "email": self.adapter}
             self.worker.by_name = {"simulator": self.adapter}
-            self.intents: list[Any] = []
-            self.seen_webhooks: list[Any] = []
-            self.canceled_at: dict[Any, Any] = {}
 
         @rule(budget=st.integers(0, 2))
         def create(self, budget: int) -> None:
             n = len(self.intents)
             intent = offer(
-                t,
+                self.t,
                 n,
-                idempotency_key=f"replay:{self.run}:{n}",
+                idempotency_key=f"replay:{n}",
                 resend_budget=budget,
-                expires_at=clock.now() + timedelta(minutes=10),
+                expires_at=self.clock.now() + timedelta(minutes=10),
             )
             self.intents.append(intent.id)
 
@@ -70,14 +108,14 @@ def build(t: Tidings, clock: ManualClock) -> type[RuleBasedStateMachine]:
             intent_id = data.draw(st.sampled_from(self.intents))
             for _ in range(data.draw(st.integers(1, 2))):
                 try:
-                    t.cancel(intent_id, reason="member_left")
-                    self.canceled_at.setdefault(intent_id, clock.now())
+                    self.t.cancel(intent_id, reason="member_left")
+                    self.canceled_at.setdefault(intent_id, self.clock.now())
                 except Exception:  # already terminal: the replay is refused
                     pass
 
         @rule(seconds=st.sampled_from([0.2, 1, 6, 30]))
         def time_passes(self, seconds: float) -> None:
-            clock.advance(seconds)
+            self.clock.advance(seconds)
 
         @rule()
         def receipts_arrive(self) -> None:
@@ -96,16 +134,16 @@ def build(t: Tidings, clock: ManualClock) -> type[RuleBasedStateMachine]:
             self.worker.reconcile_once()
 
         def _apply(self, request: Any) -> None:
-            with t.db.transaction() as conn:
+            with self.t.db.transaction() as conn:
                 for obs in self.adapter.verify_webhook(request):
-                    apply_observation(conn, obs, "webhook", clock.now())
+                    apply_observation(conn, obs, "webhook", self.clock.now())
 
         @invariant()
         def no_unauthorized_second_message(self) -> None:
             sent = Counter(e["idempotency_key"] for e in self.core.ledger() if e["outcome"] in SENT)
             assert all(n == 1 for n in sent.values()), sent
             for intent_id in self.intents:
-                got = t.get(intent_id)
+                got = self.t.get(intent_id)
                 reached = [a for a in got.attempts if a.attempt_key in sent]
                 assert len(reached) <= 1 + got.resend_budget
                 if intent_id in self.canceled_at:
@@ -118,18 +156,12 @@ def build(t: Tidings, clock: ManualClock) -> type[RuleBasedStateMachine]:
     return Replays
 
 
-def test_replays_never_send_twice(db_url: str) -> None:
-    clock = ManualClock()
-    t = make_tidings(db_url, clock)
-    publish_offer_template(t)
-    try:
-        machine = build(t, clock)
-        machine.TestCase.settings = settings(
-            max_examples=40,
-            stateful_step_count=25,
-            deadline=None,
-            suppress_health_check=list(HealthCheck),
-        )
-        machine.TestCase().runTest()
-    finally:
-        t.close()
+def test_replays_never_send_twice(pg_server_url: str, template_db: str) -> None:
+    machine = build(pg_server_url, template_db)
+    machine.TestCase.settings = settings(
+        max_examples=40,
+        stateful_step_count=25,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    machine.TestCase().runTest()

@@ -1,0 +1,132 @@
+"""Processes started while PostgreSQL is down wait for it, then just work.
+
+"Processes recover by themselves: reconnect with backoff, resume leases,
+and report health; no manual step after a database restart." Each test
+owns a PostgreSQL on a loopback port and starts it only after the process
+is already up and retrying.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import TEST_SECRET
+from tidings import Tidings
+from tidings.devstack import free_port
+
+from .postgres import LocalPostgres
+from .processes import ledger, simulator, start_api, start_worker, wait_until
+
+PASSWORD = "pw-must-not-leak-7f3a"
+RETRYING = "database unavailable; retrying"
+SENT = {"accepted", "timeout_after_accept"}
+
+
+@pytest.fixture
+def postgres(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalPostgres]:
+    # The default (wait as long as it takes) is what is under test.
+    monkeypatch.delenv("TIDINGS_DATABASE_WAIT_SECONDS", raising=False)
+    pg = LocalPostgres(tmp_path / "pg", free_port()).init()
+    try:
+        yield pg
+    finally:
+        if pg.running():
+            pg.stop()
+
+
+def output(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def retried(proc: subprocess.Popen[bytes], log: Path, times: int) -> bool:
+    assert proc.poll() is None, f"exited with {proc.returncode} instead of waiting:\n{output(log)}"
+    return output(log).count(RETRYING) >= times
+
+
+def stop(proc: subprocess.Popen[bytes]) -> int:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    return proc.wait(timeout=60)
+
+
+def test_a_worker_started_before_its_database_migrates_and_sends_once_it_is_up(
+    postgres: LocalPostgres, tmp_path: Path
+) -> None:
+    log = tmp_path / "worker.log"
+    url = postgres.url(PASSWORD)
+    with simulator(seed=5) as sim, log.open("wb") as out:
+        worker = start_worker(url, tmp_path, sim, output=out)
+        try:
+            wait_until(lambda: retried(worker, log, 2), what="the worker retrying")
+            postgres.start()
+            wait_until(lambda: "running; channels" in output(log), what="the worker running")
+            with Tidings(url, secret_key=TEST_SECRET) as t:
+                t.publish_template("offer", channel="sms", body="A spot opened.")
+                intent = t.notify(
+                    idempotency_key="offer:outage",
+                    channel="sms",
+                    recipient={"ref": "m1", "phone": "+14155550123"},
+                    template="offer",
+                    purpose="transactional",
+                    event_class="waitlist_offer",
+                )
+                wait_until(
+                    lambda: t.get(intent.id).state.value in ("accepted", "delivered"),
+                    what="the intent sent by the same worker process",
+                )
+        finally:
+            assert stop(worker) == 0, output(log)
+        entries = ledger(sim)
+    assert [e["outcome"] for e in entries if e["outcome"] in SENT] == ["accepted"]
+    assert PASSWORD not in output(log)
+
+
+def test_the_api_waits_for_its_database_then_reports_its_outages(
+    postgres: LocalPostgres, tmp_path: Path
+) -> None:
+    log = tmp_path / "api.log"
+    port = free_port()
+    health = f"http://127.0.0.1:{port}/healthz"
+
+    def status() -> int | None:
+        try:
+            return httpx.get(health, timeout=10).status_code
+        except httpx.HTTPError:
+            return None
+
+    with log.open("wb") as out:
+        api = start_api(postgres.url(PASSWORD), tmp_path, port, output=out)
+        try:
+            wait_until(lambda: retried(api, log, 2), what="the API retrying")
+            postgres.start()
+            wait_until(lambda: status() == 200, what="the API serving once the database is up")
+            postgres.stop()
+            wait_until(lambda: status() == 503, what="/healthz reporting the database down")
+            down = httpx.get(health, timeout=10).json()
+            assert down["code"] == "UNAVAILABLE"
+            postgres.start()
+            wait_until(lambda: status() == 200, what="/healthz once the database is back")
+            assert api.poll() is None
+        finally:
+            stop(api)
+    assert PASSWORD not in output(log)
+
+
+def test_a_bounded_wait_ends_with_a_clear_error(tmp_path: Path) -> None:
+    log = tmp_path / "worker.log"
+    url = f"postgresql://postgres:{PASSWORD}@127.0.0.1:{free_port()}/postgres"
+    with log.open("wb") as out:
+        worker = start_worker(
+            url, tmp_path, "http://127.0.0.1:9", "--database-wait-seconds", "1", output=out
+        )
+        assert worker.wait(timeout=60) == 1
+    text = output(log)
+    assert "did not answer within 1s" in text, text
+    assert "Connection refused" in text
+    assert PASSWORD not in text
