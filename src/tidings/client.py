@@ -11,7 +11,7 @@ commits with the business decision that caused it, or not at all.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -31,6 +31,9 @@ from tidings.jobs.freeze import create_job
 from tidings.jobs.prepare import prepare_next
 from tidings.jobs.request import parse_job
 from tidings.jobs.status import job_recipients, job_status
+from tidings.jobs.uploads import Items, Upload
+from tidings.jobs.uploads import items as upload_items
+from tidings.jobs.uploads import stage as stage_upload
 from tidings.store import contacts as contact_store
 from tidings.store import ledger
 from tidings.store import policies as policy_store
@@ -140,7 +143,10 @@ class Tidings:
             now=self.clock.now(),
         )
         self._ensure_tenant()
-        with self.db.transaction(conn) as tx:
+        # Alone, the create is one statement (the intent, its destination and
+        # its audit row together) and needs no transaction around it; inside
+        # the caller's transaction it commits or rolls back with their work.
+        with self.db.transaction(conn) if conn is not None else self.db.statements() as tx:
             intent, _ = create_or_replay(
                 tx, self.tenant, request, self.vault, self.clock.now(), actor
             )
@@ -296,12 +302,42 @@ class Tidings:
     def create_job(
         self, *, conn: psycopg.Connection[Any] | None = None, actor: str = "library", **request: Any
     ) -> dict[str, Any]:
-        """Record a bulk job and freeze its audience; workers prepare and send it."""
+        """Record a bulk job and freeze its audience; workers prepare and send it.
+
+        `audience` is a list of recipients, or any other iterable (a
+        generator over your database, say): that is staged in chunks as it
+        is consumed, never held whole. Or give `audience_upload=` the id of
+        an uploaded audience (`upload_audience`) instead.
+        """
         parsed = parse_job(request)
         self._ensure_tenant()
         with self.db.transaction(conn) as tx:
             job, _ = create_job(tx, self.tenant, parsed, self.vault, self.clock.now(), actor)
         return job
+
+    def upload_audience(
+        self,
+        audience: Iterable[Mapping[str, Any]],
+        *,
+        conn: psycopg.Connection[Any] | None = None,
+        actor: str = "library",
+    ) -> Upload:
+        """Stage an audience for one later job (`create_job(audience_upload=upload.id)`).
+
+        Consumed as it is staged, in chunks, so its size does not matter;
+        kept for a day (`UPLOAD_TTL`) if no job uses it.
+        """
+        self._ensure_tenant()
+        with self.db.transaction(conn) as tx:
+            return stage_upload(
+                tx,
+                self.tenant,
+                upload_items(audience),
+                self.vault,
+                self.clock.now(),
+                actor,
+                Items(),
+            )
 
     def prepare_jobs(self) -> int:
         """Resolve channels and create intents for waiting jobs (workers do this too)."""

@@ -177,6 +177,19 @@ class Injector:
             raise Skipped("no live worker")
         return self.rng.choice(live)
 
+    def _ready_victim(self, within: float = 30.0) -> Proc:
+        # On a busy machine every unarmed worker may still be starting (or
+        # was just replaced); give the supervisor time before skipping.
+        deadline = time.monotonic() + within
+        while True:
+            try:
+                return self._victim(ready=True)
+            except Skipped:
+                if time.monotonic() >= deadline:
+                    raise
+                self.supervise()
+                time.sleep(0.5)
+
     def worker_sigkill(self) -> str:
         victim = self._victim()
         self._killed.add(victim.pid)
@@ -195,7 +208,7 @@ class Injector:
 
     def worker_sigterm(self) -> str:
         """A graceful stop must finish and record in-flight sends, then exit 0."""
-        victim = self._victim(ready=True)
+        victim = self._ready_victim()
         self._terminated.add(victim.pid)
         budget = self.fleet.lease_seconds * 4 + 15
 

@@ -63,6 +63,21 @@ class Database:
         with self.pool.connection() as own, own.transaction():
             yield own
 
+    @contextmanager
+    def statements(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection in autocommit: each statement commits alone.
+
+        For work whose one write is a single statement (creating an intent):
+        it saves the BEGIN and COMMIT round trips of a transaction.
+        """
+        with self.pool.connection() as own:
+            own.autocommit = True
+            try:
+                yield own
+            finally:
+                if not own.closed:
+                    own.autocommit = False
+
 
 def fetch_one(conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any]) -> Row | None:
     with conn.cursor(row_factory=dict_row) as cur:

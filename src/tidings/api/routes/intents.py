@@ -59,7 +59,7 @@ def _create(caller: Caller, body: IntentIn) -> tuple[Intent, bool]:
     t = caller.tidings
     raw: dict[str, Any] = body.model_dump(exclude_none=True)
     request = IntentRequest.parse(now=t.clock.now(), **raw)
-    with t.db.transaction() as conn:
+    with t.db.statements() as conn:  # the create is one statement: see Tidings.notify
         intent, created = create_or_replay(
             conn, t.tenant, request, t.vault, t.clock.now(), caller.actor
         )
