@@ -1,13 +1,15 @@
 """Talking to the API process: keys, intents and bulk jobs, over loopback.
 
 Bulk jobs are driven through the public HTTP contract (`POST /v1/jobs`,
-`GET /v1/jobs/{id}`) rather than a library call, so the benchmark does not
-depend on how `tidings.jobs` arranges its internals.
+`GET /v1/jobs/{id}`, `POST /v1/audiences`) rather than a library call, so
+the benchmark does not depend on how `tidings.jobs` arranges its internals.
 """
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -28,11 +30,11 @@ def unavailable(feature: str = "intents") -> str | None:
         from tidings.store import api_keys  # noqa: F401
     except ImportError as exc:
         return f"skipped: API unavailable ({exc.name})"
-    if feature == "jobs":
-        routes = {(getattr(r, "path", ""), m) for router in ROUTERS for r in router.routes
-                  for m in getattr(r, "methods", ())}  # fmt: skip
-        if ("/v1/jobs", "POST") not in routes:
-            return "skipped: jobs unavailable (no POST /v1/jobs in the API)"
+    routes = {(getattr(r, "path", ""), m) for router in ROUTERS for r in router.routes
+              for m in getattr(r, "methods", ())}  # fmt: skip
+    for path in {"jobs": ["/v1/jobs"], "uploads": ["/v1/jobs", "/v1/audiences"]}.get(feature, []):
+        if (path, "POST") not in routes:
+            return f"skipped: {feature} unavailable (no POST {path} in the API)"
     return None
 
 
@@ -62,23 +64,51 @@ def intent_body(tag: str, i: int) -> dict[str, Any]:
     }
 
 
-def job_body(tag: str, recipients: int) -> dict[str, Any]:
-    audience = [
-        {"ref": f"member-{i}", "phone": f"+1415555{1000 + i % 9000:04d}"} for i in range(recipients)
-    ]
+def member(i: int) -> dict[str, Any]:
+    return {"ref": f"member-{i}", "phone": f"+1415555{1000 + i % 9000:04d}"}
+
+
+def job_body(tag: str, recipients: int | None = None, **audience: Any) -> dict[str, Any]:
+    """A job for `recipients` inline members, or for `audience_upload=<id>`."""
+    if recipients is not None:
+        audience["audience"] = [member(i) for i in range(recipients)]
     return {
         "idempotency_key": f"bench:job:{tag}",
         "event_class": "waitlist_offer",
         "purpose": "transactional",
         "template": {"name": TEMPLATE},
         "channels": ["sms"],
-        "audience": audience,
         "variables": {"class_name": "Spin 7am", "deadline": "18:00"},
+        **audience,
     }
 
 
 def submit_job(http: httpx.Client, tag: str, recipients: int) -> str:
     reply = http.post("/v1/jobs", json=job_body(tag, recipients), timeout=JOB_TIMEOUT_S)
+    reply.raise_for_status()
+    return str(reply.json()["id"])
+
+
+def ndjson_body(recipients: int, lines_per_chunk: int = 1000) -> Iterator[bytes]:
+    """The audience as a generator: neither side ever holds it whole."""
+    for start in range(0, recipients, lines_per_chunk):
+        stop = min(start + lines_per_chunk, recipients)
+        yield "".join(json.dumps(member(i)) + "\n" for i in range(start, stop)).encode()
+
+
+def submit_uploaded_job(http: httpx.Client, tag: str, recipients: int) -> str:
+    """Stream the audience to `POST /v1/audiences`, then create the job naming it."""
+    reply = http.post(
+        "/v1/audiences",
+        content=ndjson_body(recipients),
+        headers={"Content-Type": "application/x-ndjson"},
+        timeout=JOB_TIMEOUT_S,
+    )
+    reply.raise_for_status()
+    upload_id = reply.json()["id"]
+    reply = http.post(
+        "/v1/jobs", json=job_body(tag, audience_upload=upload_id), timeout=JOB_TIMEOUT_S
+    )
     reply.raise_for_status()
     return str(reply.json()["id"])
 

@@ -4,6 +4,7 @@ from tidings.client import Tidings
 from tidings.domain.clock import Clock, ManualClock, SystemClock
 from tidings.domain.errors import (
     AlreadyTerminal,
+    AudienceUploadUsed,
     Conflict,
     IdempotencyConflict,
     InvalidInput,
@@ -18,6 +19,7 @@ __all__ = [
     "AlreadyTerminal",
     "Attempt",
     "AttemptState",
+    "AudienceUploadUsed",
     "Clock",
     "Conflict",
     "IdempotencyConflict",

@@ -110,9 +110,13 @@ class DevStack:
             httpx.put(f"{self.simulator_url}/_config", json=config, timeout=5).raise_for_status()
 
     def _start_api(self) -> None:
-        from tidings.api.app import create_app
+        from tidings.api.app import ApiSettings, create_app
 
-        app = create_app(self.tidings, adapters={"simulator": self.adapter})
+        app = create_app(
+            self.tidings,
+            adapters={"simulator": self.adapter},
+            settings=ApiSettings.from_settings(self.tidings.settings),
+        )
         config = uvicorn.Config(
             app, host="127.0.0.1", port=self.api_port, log_level="warning", log_config=None
         )

@@ -19,8 +19,9 @@ from fastapi.openapi.utils import get_openapi
 from tidings.api import problems
 from tidings.api.middleware import BodyLimit, CatchAll
 from tidings.api.openapi import problems_as_problem_json
-from tidings.api.routes import ROUTERS
+from tidings.api.routes import ROUTERS, audiences
 from tidings.client import Tidings
+from tidings.config import Settings
 from tidings.console import console_router
 from tidings.observability.metrics import metrics_router
 from tidings.providers.base import ProviderAdapter
@@ -36,8 +37,15 @@ DESCRIPTION = (
 @dataclass(frozen=True)
 class ApiSettings:
     max_body_bytes: int = 256 * 1024
+    # Uploaded audiences are streamed, never buffered, so they get their own
+    # much larger limit (TIDINGS_MAX_UPLOAD_BYTES).
+    max_upload_bytes: int = 1024**3
     # Set when a proxy sits in front: webhook signatures cover the public URL.
     public_base_url: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ApiSettings:
+        return cls(max_upload_bytes=settings.max_upload_bytes)
 
 
 def create_app(
@@ -60,7 +68,11 @@ def create_app(
     # Last added runs first: the size limit guards everything, and CatchAll
     # sits inside it so even a failing handler answers problem+json.
     app.add_middleware(CatchAll)
-    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=config.max_body_bytes,
+        streamed={audiences.PATH: config.max_upload_bytes},
+    )
     _document_problems(app)
     return app
 

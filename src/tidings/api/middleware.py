@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tidings.api.problems import PayloadTooLarge, from_api_error, internal_error
@@ -15,22 +17,38 @@ class BodyLimit:
 
     The body is read up front and replayed, so a chunked upload without a
     Content-Length is held to the same limit as one that declares it.
+
+    Paths in `streamed` (path -> limit) are the exception: their handlers
+    read the body as it arrives, so buffering it here would defeat them.
+    Their bytes are counted as the handler receives them instead, and the
+    read that crosses the limit raises 413 inside the handler, whose
+    transaction then rolls back.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, streamed: Mapping[str, int] | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.streamed = dict(streamed or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.streamed.get(scope.get("path", ""))
+        if limit is not None:
+            if self._declared(scope) > limit:
+                await self._refuse(scope, receive, send, limit)
+                return
+            await self.app(scope, _counted(receive, limit), send)
+            return
         if self._declared(scope) > self.max_bytes:
-            await self._refuse(scope, receive, send)
+            await self._refuse(scope, receive, send, self.max_bytes)
             return
         body = await self._read(receive)
         if body is None:
-            await self._refuse(scope, receive, send)
+            await self._refuse(scope, receive, send, self.max_bytes)
             return
         await self.app(scope, _replay(body, receive), send)
 
@@ -58,9 +76,26 @@ class BodyLimit:
                 break
         return b"".join(chunks)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        error = PayloadTooLarge(f"the request body is larger than {self.max_bytes} bytes")
-        await from_api_error(error)(scope, receive, send)
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+        await from_api_error(_too_large(limit))(scope, receive, send)
+
+
+def _too_large(limit: int) -> PayloadTooLarge:
+    return PayloadTooLarge(f"the request body is larger than {limit} bytes")
+
+
+def _counted(receive: Receive, limit: int) -> Receive:
+    seen = 0
+
+    async def counted() -> Message:
+        nonlocal seen
+        message = await receive()
+        seen += len(message.get("body", b""))
+        if seen > limit:
+            raise _too_large(limit)
+        return message
+
+    return counted
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

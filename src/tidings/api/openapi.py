@@ -23,6 +23,7 @@ _DESCRIPTIONS = {
     404: "No such resource for this tenant",
     409: "Conflicts with the current state",
     413: "The body is too large",
+    415: "The body is not in the media type this operation reads",
     422: "Invalid input; nothing was changed",
     503: "Unavailable",
 }

@@ -22,6 +22,7 @@ from tidings.domain.errors import (
     AlreadyTerminal,
     Conflict,
     InvalidInput,
+    InvalidLine,
     NotFound,
     StaleTransition,
     TidingsError,
@@ -49,6 +50,7 @@ class Problem(BaseModel):
     detail: str
     code: str
     field: str | None = None
+    line: int | None = None
     state: str | None = None
     errors: list[FieldProblem] | None = None
 
@@ -87,6 +89,10 @@ class PayloadTooLarge(ApiError):
     status, code = 413, "PAYLOAD_TOO_LARGE"
 
 
+class UnsupportedMediaType(ApiError):
+    status, code = 415, "UNSUPPORTED_MEDIA_TYPE"
+
+
 class InvalidWebhookSignature(ApiError):
     status, code = 401, "INVALID_SIGNATURE"
 
@@ -121,6 +127,8 @@ def from_api_error(exc: ApiError) -> JSONResponse:
 
 
 def from_domain_error(exc: TidingsError) -> JSONResponse:
+    if isinstance(exc, InvalidLine):
+        return problem(422, exc.code, exc.message, field=exc.field, line=exc.line)
     if isinstance(exc, InvalidInput):
         return problem(422, exc.code, exc.message, field=exc.field)
     if isinstance(exc, AlreadyTerminal):

@@ -22,5 +22,6 @@ def serve(
 ) -> None:
     """Serve until interrupted. Handlers are synchronous and run in uvicorn's
     thread pool, each taking a connection from the shared pool."""
-    app = create_app(tidings, adapters=adapters or {}, settings=settings)
+    config = settings or ApiSettings.from_settings(tidings.settings)
+    app = create_app(tidings, adapters=adapters or {}, settings=config)
     uvicorn.run(app, host=host, port=port, log_level=log_level, proxy_headers=True)

@@ -14,7 +14,13 @@ BATCH = 1000
 
 
 def purge(db: Database, now: datetime) -> dict[str, int]:
-    removed = {"intents": 0, "observations": 0, "job_recipients": 0, "destinations": 0}
+    removed = {
+        "intents": 0,
+        "observations": 0,
+        "job_recipients": 0,
+        "audience_uploads": 0,
+        "destinations": 0,
+    }
     with db.transaction() as conn:
         groups = fetch_all(conn, "retention_groups", {})
     for group in groups:
@@ -23,6 +29,7 @@ def purge(db: Database, now: datetime) -> dict[str, int]:
         oldest_kept = now - timedelta(days=_shortest_observation_days(conn, groups))
         removed["observations"] = execute(conn, "purge_observations", {"before": oldest_kept})
         removed["job_recipients"] = execute(conn, "purge_job_recipients", {"now": now})
+        removed["audience_uploads"] = execute(conn, "purge_expired_uploads", {"now": now})
         removed["destinations"] = execute(conn, "purge_orphan_destinations", {})
     return removed
 

@@ -2,10 +2,12 @@
 
 TidingsError
 ├── InvalidInput            bad request data; nothing was created (422)
+│   └── InvalidLine         ... at one line of a streamed body
 ├── NotFound                no such row for this tenant (404)
 ├── Conflict                the request clashes with what exists (409)
 │   ├── IdempotencyConflict the key was used with a different body
-│   └── AlreadyTerminal     the intent is finished; it cannot change
+│   ├── AlreadyTerminal     the intent is finished; it cannot change
+│   └── AudienceUploadUsed  another job already froze this uploaded audience
 └── StaleTransition         someone else moved the intent first
 """
 
@@ -23,6 +25,15 @@ class InvalidInput(TidingsError, ValueError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+
+class InvalidLine(InvalidInput):
+    """Invalid input at one line (1-based) of a streamed body: a client
+    fixing a million-line upload needs the line, not just the field."""
+
+    def __init__(self, line: int, field: str, message: str) -> None:
+        super().__init__(field, f"line {line}: {message}")
+        self.line = line
 
 
 class NotFound(TidingsError, LookupError):
@@ -43,6 +54,10 @@ class AlreadyTerminal(Conflict):
     def __init__(self, state: str) -> None:
         super().__init__(f"the intent is already {state}")
         self.state = state
+
+
+class AudienceUploadUsed(Conflict):
+    code = "AUDIENCE_UPLOAD_USED"
 
 
 class StaleTransition(TidingsError):

@@ -1,10 +1,15 @@
 """Creating a job: record its decision inputs and freeze its audience.
 
-The audience becomes `job_recipients` rows through COPY, in the caller's
-transaction, so the set evaluated is exactly the set committed. Members
-named only by ref take their destinations, time zone and preferences from
-the contact records as that transaction sees them: one consistent snapshot.
-Raw destinations go only into the encrypted `destinations` table.
+The audience becomes `job_recipients` rows in the caller's transaction, so
+the set evaluated is exactly the set committed. Members named only by ref
+take their destinations, time zone and preferences from the contact records
+as that transaction sees them: one consistent snapshot. Raw destinations go
+only into the encrypted `destinations` table.
+
+An inline audience (a list) is resolved in Python and COPYed. An uploaded
+one (`audience_upload`) is already staged in the database and is frozen by
+INSERT ... SELECT, so the job's transaction never holds it in memory; a
+library caller's iterable is staged the same way first, in this transaction.
 """
 
 from __future__ import annotations
@@ -14,13 +19,15 @@ import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 import psycopg
 from psycopg.types.json import Jsonb
 
-from tidings.domain.errors import IdempotencyConflict, InvalidInput
+from tidings.domain.errors import AudienceUploadUsed, IdempotencyConflict, InvalidInput, NotFound
 from tidings.domain.ids import uuid7
 from tidings.domain.keys import fingerprint
+from tidings.jobs import uploads
 from tidings.jobs.request import AudienceMember, JobRequest
 from tidings.store import policies, templates
 from tidings.store.database import fetch_all, fetch_one
@@ -48,25 +55,85 @@ def create_job(
     conn: Conn, tenant: str, request: JobRequest, vault: Vault, now: datetime, actor: str
 ) -> tuple[dict[str, Any], bool]:
     """The job for this key: created and frozen now (True), or the first (False)."""
+    if request.audience_upload is not None:
+        # The id stands for the body's audience: the same id is the same job.
+        identity = f"upload:{request.audience_upload}"
+        return _from_upload(conn, tenant, request, request.audience_upload, identity, now, actor)
+    if request.audience_stream is not None:
+        return _from_stream(conn, tenant, request, vault, now, actor)
     rows = _recipient_rows(conn, tenant, request.audience, vault)
-    request_hash = _request_hash(request, rows)
-    existing = fetch_one(
-        conn, "job_by_key", {"tenant_id": tenant, "idempotency_key": request.idempotency_key}
-    )
+    version = _audience_version(rows)
+    request_hash = _request_hash(request, version)
+    existing = _by_key(conn, tenant, request)
     if existing is not None:
         return _replayed(existing, request_hash), False
-    job = fetch_one(
-        conn, "insert_job", _job_params(conn, tenant, request, rows, request_hash, now, actor)
-    )
+    params = _job_params(conn, tenant, request, len(rows), version, request_hash, now, actor)
+    job = fetch_one(conn, "insert_job", params)
     if job is None:  # a concurrent create with the same key won
-        existing = fetch_one(
-            conn, "job_by_key", {"tenant_id": tenant, "idempotency_key": request.idempotency_key}
-        )
-        assert existing is not None
-        return _replayed(existing, request_hash), False
+        return _replayed(_must(_by_key(conn, tenant, request)), request_hash), False
     _store_destinations(conn, tenant, request.audience, vault, now)
     _copy_recipients(conn, tenant, job["id"], rows)
     return job, True
+
+
+def _from_stream(
+    conn: Conn, tenant: str, request: JobRequest, vault: Vault, now: datetime, actor: str
+) -> tuple[dict[str, Any], bool]:
+    assert request.audience_stream is not None
+    members = uploads.items(request.audience_stream)
+    upload = uploads.stage(conn, tenant, members, vault, now, actor, uploads.Items())
+    # Identified by content, not by the fresh upload: passing the same
+    # members again under the same key is a replay.
+    job, created = _from_upload(conn, tenant, request, upload.id, upload.version, now, actor)
+    if not created:
+        uploads.discard(conn, tenant, upload.id)
+    return job, created
+
+
+def _from_upload(
+    conn: Conn,
+    tenant: str,
+    request: JobRequest,
+    upload_id: UUID,
+    identity: str,
+    now: datetime,
+    actor: str,
+) -> tuple[dict[str, Any], bool]:
+    request_hash = _request_hash(request, identity)
+    existing = _by_key(conn, tenant, request)
+    if existing is not None:
+        return _replayed(existing, request_hash), False
+    upload = uploads.lock(conn, tenant, upload_id, now)
+    if upload is None:
+        raise NotFound(f"no audience upload {upload_id} (unknown, or expired)")
+    if upload["job_id"] is not None:
+        # The lock may have waited for a create with this very key.
+        existing = _by_key(conn, tenant, request)
+        if existing is not None:
+            return _replayed(existing, request_hash), False
+        raise AudienceUploadUsed(
+            f"audience upload {upload_id} was already used by job {upload['job_id']};"
+            " upload the audience again for a new job"
+        )
+    params = _job_params(
+        conn, tenant, request, upload["size"], upload["version"], request_hash, now, actor
+    )
+    job = fetch_one(conn, "insert_job", params)
+    if job is None:  # a concurrent create with the same key won
+        return _replayed(_must(_by_key(conn, tenant, request)), request_hash), False
+    uploads.freeze_into(conn, tenant, upload_id, job["id"], now)
+    return job, True
+
+
+def _by_key(conn: Conn, tenant: str, request: JobRequest) -> dict[str, Any] | None:
+    return fetch_one(
+        conn, "job_by_key", {"tenant_id": tenant, "idempotency_key": request.idempotency_key}
+    )
+
+
+def _must(job: dict[str, Any] | None) -> dict[str, Any]:
+    assert job is not None
+    return job
 
 
 def _replayed(existing: dict[str, Any], request_hash: str) -> dict[str, Any]:
@@ -81,7 +148,8 @@ def _job_params(
     conn: Conn,
     tenant: str,
     request: JobRequest,
-    rows: Sequence[tuple[Any, ...]],
+    audience_size: int,
+    audience_version: str,
     request_hash: str,
     now: datetime,
     actor: str,
@@ -122,8 +190,8 @@ def _job_params(
         "channel_mode": request.mode.value,
         "variables": dict(request.variables),
         "policy_version": policy.version,
-        "audience_version": _audience_version(rows),
-        "audience_size": len(rows),
+        "audience_version": audience_version,
+        "audience_size": audience_size,
         "report_id": request.report[0] if request.report else None,
         "report_revision": request.report[1] if request.report else None,
         "token_ttl_seconds": request.token_ttl_seconds,
@@ -176,7 +244,7 @@ def _contacts_for(conn: Conn, tenant: str, refs: list[str]) -> dict[str, dict[st
     }
 
 
-def _request_hash(request: JobRequest, rows: Sequence[tuple[Any, ...]]) -> str:
+def _request_hash(request: JobRequest, audience: str) -> str:
     return fingerprint(
         {
             "event_class": request.event_class,
@@ -189,7 +257,7 @@ def _request_hash(request: JobRequest, rows: Sequence[tuple[Any, ...]]) -> str:
             "token_ttl_seconds": request.token_ttl_seconds,
             "expires_at": request.expires_at.isoformat() if request.expires_at else None,
             "event_reason": request.event_reason,
-            "audience": _audience_version(rows),
+            "audience": audience,
         }
     )
 

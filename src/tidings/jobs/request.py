@@ -1,11 +1,18 @@
-"""A bulk job request, validated before anything is written."""
+"""A bulk job request, validated before anything is written.
+
+Its audience comes from exactly one place: a list given inline (small
+audiences), an uploaded audience by id (`audience_upload`), or, for library
+callers, any other iterable, which is validated member by member as it is
+staged and never held whole (`audience_stream`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from tidings.domain.channels import Mode
 from tidings.domain.errors import InvalidInput
@@ -38,6 +45,8 @@ class JobRequest:
     mode: Mode
     variables: Mapping[str, Any]
     audience: Sequence[AudienceMember]
+    audience_upload: UUID | None = None
+    audience_stream: Iterable[object] | None = None
     event_reason: str | None = None
     report: tuple[str, int] | None = None
     token_ttl_seconds: int | None = None
@@ -51,6 +60,7 @@ def parse_job(raw: Mapping[str, Any]) -> JobRequest:
         template = {"name": template}
     if not isinstance(template, Mapping) or not isinstance(template.get("name"), str):
         raise InvalidInput("template", "a template name is required")
+    audience, upload, stream = _audience_source(raw.get("audience"), raw.get("audience_upload"))
     return JobRequest(
         idempotency_key=check_key(raw.get("idempotency_key")),
         event_class=_text("event_class", raw.get("event_class")),
@@ -60,7 +70,9 @@ def parse_job(raw: Mapping[str, Any]) -> JobRequest:
         channels=channels,
         mode=_mode(raw.get("channel_mode", "preferred")),
         variables=dict(raw.get("variables") or {}),
-        audience=_audience(raw.get("audience")),
+        audience=audience,
+        audience_upload=upload,
+        audience_stream=stream,
         event_reason=raw.get("event_reason"),
         report=_report(raw.get("report")),
         token_ttl_seconds=_ttl(raw.get("token_ttl_seconds")),
@@ -116,43 +128,79 @@ def _ttl(value: object) -> int | None:
     return value
 
 
-def _audience(value: object) -> list[AudienceMember]:
-    if not isinstance(value, list | tuple) or not value:
+def _audience_source(
+    audience: object, upload: object
+) -> tuple[list[AudienceMember], UUID | None, Iterable[object] | None]:
+    if audience is not None and upload is not None:
+        raise InvalidInput("audience_upload", "give either audience or audience_upload, not both")
+    if upload is not None:
+        return [], _upload_id(upload), None
+    if audience is None:
+        raise InvalidInput("audience", "give the recipients, or an audience_upload id")
+    if isinstance(audience, list | tuple):
+        return _audience(audience), None, None
+    if isinstance(audience, Iterable) and not isinstance(audience, str | bytes | Mapping):
+        return [], None, audience
+    raise InvalidInput("audience", "must be a list (or, from Python, an iterable) of recipients")
+
+
+def _upload_id(value: object) -> UUID:
+    if isinstance(value, UUID):
+        return value
+    try:
+        return UUID(str(value))
+    except ValueError:
+        raise InvalidInput("audience_upload", "not an audience upload id") from None
+
+
+def _audience(value: list[object] | tuple[object, ...]) -> list[AudienceMember]:
+    if not value:
         raise InvalidInput("audience", "at least one recipient is required")
     if len(value) > MAX_AUDIENCE:
         raise InvalidInput("audience", f"at most {MAX_AUDIENCE} recipients")
-    members = [_member(i, item) for i, item in enumerate(value)]
+    members = [parse_member(item, f"audience[{i}]") for i, item in enumerate(value)]
     refs = [m.ref for m in members]
     if len(set(refs)) != len(refs):
         raise InvalidInput("audience", "a recipient ref appears twice")
     return members
 
 
-def _member(index: int, item: object) -> AudienceMember:
-    where = f"audience[{index}]"
+def parse_member(item: object, where: str = "") -> AudienceMember:
+    """One recipient; errors name `<where>.<field>` (just the field if no `where`)."""
+
+    def at(name: str) -> str:
+        return f"{where}.{name}" if where else name
+
     if not isinstance(item, Mapping) or not isinstance(item.get("ref"), str) or not item["ref"]:
-        raise InvalidInput(f"{where}.ref", "a recipient reference is required")
+        raise InvalidInput(at("ref"), "a recipient reference is required")
     phone = country = email = None
     if item.get("phone") is not None:
         try:
             phone, country = normalize_phone(str(item["phone"]))
         except InvalidInput:
-            raise InvalidInput(f"{where}.phone", "not a valid international number") from None
+            raise InvalidInput(at("phone"), "not a valid international number") from None
     if item.get("email") is not None:
         try:
             email = normalize_email(str(item["email"]))
         except InvalidInput:
-            raise InvalidInput(f"{where}.email", "not a valid e-mail address") from None
+            raise InvalidInput(at("email"), "not a valid e-mail address") from None
+    try:
+        timezone = check_timezone(item.get("timezone"))
+    except InvalidInput as exc:
+        raise InvalidInput(at("timezone"), exc.message) from None
     preferences = item.get("preferences") or item.get("channels") or ()
     if isinstance(preferences, Mapping):
         preferences = preferences.get("channels", ())
+    variables = item.get("variables") or {}
+    if not isinstance(variables, Mapping):
+        raise InvalidInput(at("variables"), "must be an object")
     return AudienceMember(
         ref=item["ref"],
         phone=phone,
         phone_country=country,
         email=email,
-        timezone=check_timezone(item.get("timezone")),
+        timezone=timezone,
         locale=item.get("locale"),
         preferences=tuple(str(p) for p in preferences),
-        variables=dict(item.get("variables") or {}),
+        variables=dict(variables),
     )

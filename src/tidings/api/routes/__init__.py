@@ -9,6 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from tidings.api.routes import (
+    audiences,
     contacts,
     controls,
     events,
@@ -25,6 +26,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     health.router,
     intents.router,
     jobs.router,
+    audiences.router,
     contacts.router,
     templates.router,
     policies.router,

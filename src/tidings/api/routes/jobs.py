@@ -40,7 +40,16 @@ class JobIn(RequestModel):
     template: TemplateRef
     channels: list[Literal["sms", "email"]] = Field(min_length=1, max_length=2)
     channel_mode: Literal["preferred", "all"] = "preferred"
-    audience: list[AudienceMemberIn] = Field(min_length=1)
+    audience: list[AudienceMemberIn] | None = Field(
+        default=None,
+        min_length=1,
+        description="The recipients inline, for small audiences; or give `audience_upload`",
+    )
+    audience_upload: UUID | None = Field(
+        default=None,
+        description="The id of an uploaded audience (`POST /v1/audiences`) not used by "
+        "another job; exactly one of `audience` and `audience_upload`",
+    )
     variables: JsonObject = Field(default_factory=dict)
     report: ReportRef | None = None
     token_ttl_seconds: int | None = Field(default=None, ge=60, le=30 * 86400)
@@ -86,7 +95,7 @@ class RecipientPage(BaseModel):
 @router.post(
     "",
     status_code=202,
-    responses=responses(*WITH_BODY, 409),
+    responses=responses(*WITH_BODY, NOT_FOUND, 409),
     summary="Record a bulk job and freeze its audience; workers send it",
 )
 def post_job(body: JobIn, caller: Sender, response: Response) -> JobAccepted:

@@ -47,6 +47,11 @@ WHERE i.tenant_id = d.tenant_id AND i.id = d.id;
 -- name: purge_observations
 DELETE FROM observations WHERE received_at < %(before)s AND intent_id IS NULL;
 
+-- name: purge_expired_uploads
+-- An uploaded audience past its expiry, used or not, goes with its members
+-- (and their encrypted destinations) by the cascade.
+DELETE FROM audience_uploads WHERE expires_at < %(now)s;
+
 -- name: purge_job_recipients
 DELETE FROM job_recipients r USING jobs j
 WHERE r.tenant_id = j.tenant_id AND r.job_id = j.id AND j.evidence_expires_at < %(now)s

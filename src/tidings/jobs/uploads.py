@@ -1,0 +1,195 @@
+"""Uploaded audiences: members staged in PostgreSQL as they arrive.
+
+An audience of any size passes through memory one chunk at a time: `stage`
+encrypts each chunk's destinations, COPYs it in, and folds it into the
+audience version, all inside the caller's transaction, so a bad member
+anywhere leaves nothing behind. A ref given twice is found by the database
+once every member is in, since remembering refs would grow with the
+audience. A job freezes an upload with INSERT ... SELECT (`freeze_into`)
+and consumes it: an upload serves one job.
+
+Staged rows hold destinations only encrypted and by keyed hash, as the
+`destinations` table does; the version hashes those references, never the
+raw values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from itertools import islice
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from tidings.domain.errors import InvalidInput, InvalidLine
+from tidings.domain.ids import uuid7
+from tidings.jobs.request import MAX_AUDIENCE, AudienceMember, parse_member
+from tidings.store.database import execute, fetch_one
+from tidings.vault import Vault
+
+Conn = psycopg.Connection[Any]
+
+CHUNK_ROWS = 1000
+# Long enough to upload now and create the job after a review; short
+# enough that an abandoned upload's encrypted destinations do not linger.
+UPLOAD_TTL = timedelta(hours=24)
+
+MEMBER_COLUMNS = (
+    "tenant_id",
+    "upload_id",
+    "seq",
+    "recipient_ref",
+    "phone_hash",
+    "phone_ciphertext",
+    "phone_country",
+    "email_hash",
+    "email_ciphertext",
+    "timezone",
+    "locale",
+    "preferences",
+    "variables",
+)
+
+
+@dataclass(frozen=True)
+class Upload:
+    id: UUID
+    size: int
+    version: str
+    created_at: datetime
+    expires_at: datetime
+
+
+class Lines:
+    """Positions are the lines of a streamed body (1-based)."""
+
+    def name(self, position: int) -> str:
+        return f"line {position}"
+
+    def error(self, position: int, field: str, message: str) -> InvalidInput:
+        return InvalidLine(position, field, message)
+
+
+class Items:
+    """Positions are the items of a Python iterable, counted from 1."""
+
+    def name(self, position: int) -> str:
+        return f"audience[{position - 1}]"
+
+    def error(self, position: int, field: str, message: str) -> InvalidInput:
+        return InvalidInput(f"{self.name(position)}.{field}", message)
+
+
+Positions = Lines | Items
+
+
+def items(audience: Iterable[object]) -> Iterator[tuple[int, AudienceMember]]:
+    """A library caller's iterable, validated lazily, member by member."""
+    for index, item in enumerate(audience):
+        yield index + 1, parse_member(item, f"audience[{index}]")
+
+
+def stage(
+    conn: Conn,
+    tenant: str,
+    members: Iterable[tuple[int, AudienceMember]],
+    vault: Vault,
+    now: datetime,
+    actor: str,
+    positions: Positions,
+    ttl: timedelta = UPLOAD_TTL,
+) -> Upload:
+    """Stage (position, member) pairs, positions increasing, as a new upload."""
+    upload_id = uuid7(now)
+    key = {"tenant_id": tenant, "id": upload_id}
+    execute(
+        conn, "insert_audience_upload", {**key, "actor": actor, "now": now, "expires_at": now + ttl}
+    )
+    digest = hashlib.sha256()
+    size = 0
+    for chunk in _chunks(iter(members)):
+        rows = []
+        for position, member in chunk:
+            size += 1
+            if size > MAX_AUDIENCE:
+                raise positions.error(position, "audience", f"at most {MAX_AUDIENCE} recipients")
+            row = _member_row(member, vault)
+            digest.update(_canonical(row))
+            rows.append((tenant, upload_id, position, *row))
+        _copy(conn, rows)
+    if size == 0:
+        raise InvalidInput("audience", "at least one recipient is required")
+    duplicate = fetch_one(conn, "audience_upload_duplicate", key)
+    if duplicate is not None:
+        first = positions.name(duplicate["first"])
+        raise positions.error(
+            duplicate["again"], "ref", f"the recipient ref appears twice (first at {first})"
+        )
+    version = f"sha256:{digest.hexdigest()[:32]}"
+    settled = fetch_one(conn, "settle_audience_upload", {**key, "size": size, "version": version})
+    assert settled is not None
+    return Upload(**settled)
+
+
+def lock(conn: Conn, tenant: str, upload_id: UUID, now: datetime) -> dict[str, Any] | None:
+    """The upload, locked for this transaction; None if unknown or expired."""
+    return fetch_one(
+        conn, "lock_audience_upload", {"tenant_id": tenant, "id": upload_id, "now": now}
+    )
+
+
+def freeze_into(conn: Conn, tenant: str, upload_id: UUID, job_id: UUID, now: datetime) -> None:
+    """Copy the members into the job's frozen audience and consume the upload."""
+    params = {"tenant_id": tenant, "id": upload_id, "job_id": job_id, "now": now}
+    execute(conn, "store_upload_destinations", params)
+    execute(conn, "freeze_upload_recipients", params)
+    execute(conn, "consume_audience_upload", params)
+
+
+def discard(conn: Conn, tenant: str, upload_id: UUID) -> None:
+    execute(conn, "discard_audience_upload", {"tenant_id": tenant, "id": upload_id})
+
+
+def _chunks(
+    members: Iterator[tuple[int, AudienceMember]],
+) -> Iterator[list[tuple[int, AudienceMember]]]:
+    while chunk := list(islice(members, CHUNK_ROWS)):
+        yield chunk
+
+
+def _member_row(member: AudienceMember, vault: Vault) -> tuple[Any, ...]:
+    phone, email = member.phone, member.email
+    return (
+        member.ref,
+        vault.reference("sms", phone) if phone else None,
+        vault.encrypt(phone) if phone else None,
+        member.phone_country,
+        vault.reference("email", email) if email else None,
+        vault.encrypt(email) if email else None,
+        member.timezone,
+        member.locale,
+        list(member.preferences),
+        dict(member.variables),
+    )
+
+
+def _canonical(row: tuple[Any, ...]) -> bytes:
+    ref, phone_hash, _, country, email_hash, _, tz, locale, prefs, variables = row
+    # Ciphertexts are left out: encryption is randomized, so they would make
+    # the same audience hash differently on every upload.
+    described = [ref, phone_hash, email_hash, country, tz, locale, prefs, variables]
+    return json.dumps(described, sort_keys=True, default=str).encode() + b"\n"
+
+
+def _copy(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
+    with conn.cursor().copy(
+        f"COPY audience_upload_members ({', '.join(MEMBER_COLUMNS)}) FROM STDIN"
+    ) as copy:
+        for row in rows:
+            copy.write_row((*row[:-1], Jsonb(row[-1])))
