@@ -184,6 +184,31 @@ def test_a_cancel_during_the_call_wins_and_the_facts_are_kept(
     assert len(sends(core)) == 1
 
 
+def test_answers_recorded_as_a_group_keep_each_intents_own_outcome(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    """Acceptances are recorded in one transaction; a cancel that won the
+    race for one of them leaves the others moving and that one canceled."""
+    publish_offer_template(tidings)
+    core = simulator(clock)
+    w = worker(tidings, core)
+    intents = [offer(tidings, n) for n in range(3)]
+    claimed = w.claim("sms", 10)
+    assert [c.intent.id for c in claimed] == [i.id for i in intents]
+    tidings.cancel(intents[1].id, reason="member_left")
+    answers = [w.send(c) for c in claimed]
+    assert w.record(answers) == ["moved", "stale", "moved"]
+    got = [tidings.get(i.id) for i in intents]
+    assert [g.state for g in got] == [
+        IntentState.ACCEPTED,
+        IntentState.CANCELED,
+        IntentState.ACCEPTED,
+    ]
+    assert all(g.attempts[-1].state == "accepted" for g in got)  # the facts all stand
+    assert all(g.attempts[-1].segments == 1 for g in got)
+    assert len(sends(core)) == 3
+
+
 def test_deadline_expires_a_pending_intent_and_releases_the_offer(
     tidings: Tidings, clock: ManualClock, db_url: str
 ) -> None:

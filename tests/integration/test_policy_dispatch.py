@@ -212,3 +212,28 @@ def test_an_intent_keeps_the_policy_version_it_was_created_under(
     assert tidings.get(before.id).state is IntentState.ACCEPTED
     got = tidings.get(after.id)
     assert got.state is IntentState.SUPPRESSED and got.decision_code == "COUNTRY_DISABLED"
+
+
+def test_one_claim_batch_never_exceeds_a_frequency_cap(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    """A claim writes its moves in one statement per kind; the attempts it
+    started for a recipient must still count toward that recipient's cap
+    when the same batch reaches their next intent."""
+    caps = [{"id": "sms-hourly", "channel": "sms", "limit": 3, "per_seconds": 3600}]
+    tidings.publish_policy(policy("cap-batch", frequency_caps=caps))
+    publish_offer_template(tidings)
+    core = simulator(clock)
+    for n in range(10):
+        offer(
+            tidings,
+            n,
+            recipient={"ref": "member-1", "phone": "+14155550123"},
+            expires_at=clock.now() + timedelta(hours=2),
+        )
+    w = worker(tidings, core, batch_size=50)
+    assert w.dispatch_once() == 3
+    assert len(sends(core)) == 3
+    with tidings.db.transaction() as conn:
+        states = conn.execute("SELECT state, count(*) AS n FROM intents GROUP BY state")
+        assert {r["state"]: r["n"] for r in states} == {"accepted": 3, "pending": 7}
