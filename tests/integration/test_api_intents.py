@@ -203,6 +203,19 @@ def test_health_reports_a_server_that_refuses_connections_as_unavailable() -> No
         assert time.monotonic() - started < 10
 
 
+def test_a_request_while_the_database_is_down_is_a_retryable_503() -> None:
+    with Tidings(f"postgresql://postgres@127.0.0.1:{free_port()}/x", secret_key="x" * 32) as gone:
+        http = client(gone)
+        response = http.post(
+            "/v1/intents",
+            headers={"Authorization": "Bearer tid_whatever"},
+            json={"idempotency_key": "k"},
+        )
+        problem = is_problem(response, 503, "UNAVAILABLE")
+        assert response.headers["Retry-After"] == "1"
+        assert "127.0.0.1" not in problem["detail"]
+
+
 def test_an_unexpected_error_is_a_bare_500(
     api: TestClient, tidings: Tidings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,10 +8,12 @@ bare 500 INTERNAL whose cause is only logged, never sent.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 
+import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -28,6 +30,9 @@ from tidings.domain.errors import (
     TidingsError,
 )
 from tidings.observability.redact import redact_text
+
+log = logging.getLogger("tidings.api")
+RETRY_AFTER_SECONDS = 1
 
 MEDIA_TYPE = "application/problem+json"
 
@@ -167,6 +172,18 @@ def from_http_error(exc: StarletteHTTPException) -> JSONResponse:
     return problem(exc.status_code, code, detail, headers=exc.headers)
 
 
+def database_unavailable() -> JSONResponse:
+    # Down, restarting, out of connections, or a transaction the server
+    # rolled back (deadlock, serialization): nothing was done, so the same
+    # request may be sent again.
+    return problem(
+        503,
+        "UNAVAILABLE",
+        "the database is unavailable; retry shortly",
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
 def internal_error() -> JSONResponse:
     return problem(500, "INTERNAL", "an unexpected error occurred; it has been logged")
 
@@ -197,6 +214,12 @@ def install(app: FastAPI) -> None:
         assert isinstance(exc, StarletteHTTPException)
         return from_http_error(exc)
 
+    async def database_error(_: Request, exc: Exception) -> JSONResponse:
+        log.warning("database unavailable: %s", type(exc).__name__)
+        return database_unavailable()
+
+    app.add_exception_handler(psycopg.OperationalError, database_error)
+    app.add_exception_handler(psycopg.InterfaceError, database_error)
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(TidingsError, domain_error)
     app.add_exception_handler(RequestValidationError, validation_error)
