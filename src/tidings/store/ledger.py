@@ -104,15 +104,12 @@ def transition(
     Raises InvalidTransition for a move the table forbids, and
     StaleTransition when the row changed since it was read.
     """
-    target = next_state(intent.state, event)
-    row = fetch_one(
-        conn, "transition", _transition_params(intent, event, target, now, actor, move, detail)
-    )
-    if row is None:
+    [moved] = transition_many(conn, [Step(intent, event, actor, move, detail)], now=now)
+    if moved is None:
         raise StaleTransition(
             f"intent {intent.id} moved on from version {intent.version} ({intent.state})"
         )
-    return Intent.from_row(row)
+    return moved
 
 
 @dataclass(frozen=True)

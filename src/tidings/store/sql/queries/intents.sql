@@ -80,62 +80,12 @@ SELECT * FROM intents WHERE tenant_id = %(tenant_id)s AND idempotency_key = %(id
 -- name: intent_by_id
 SELECT * FROM intents WHERE tenant_id = %(tenant_id)s AND id = %(id)s;
 
--- name: transition
--- The one way an intent changes state: version-checked, audited and, for
--- the states the application cares about, announced, all in one statement.
--- Zero rows back means someone else moved first.
-WITH moved AS (
-    UPDATE intents SET
-        state = %(to_state)s::text,
-        version = version + 1,
-        updated_at = %(now)s,
-        next_due_at = CASE WHEN %(to_state)s::text IN ('pending', 'resend_due')
-                           THEN %(next_due_at)s::timestamptz END,
-        lease_owner = CASE WHEN %(to_state)s::text = 'sending' THEN %(lease_owner)s::text END,
-        lease_expires_at = CASE WHEN %(to_state)s::text = 'sending' THEN %(lease_expires_at)s::timestamptz END,
-        attempt_count = attempt_count + %(attempts_added)s,
-        accepted_at = CASE WHEN %(to_state)s::text = 'accepted'
-                           THEN coalesce(accepted_at, %(now)s) ELSE accepted_at END,
-        terminal_at = CASE WHEN %(terminal)s THEN %(now)s ELSE terminal_at END,
-        decision_code = coalesce(%(decision_code)s::text, decision_code),
-        policy_version = coalesce(%(policy_version)s::text, policy_version),
-        cancel_reason = coalesce(%(cancel_reason)s::text, cancel_reason)
-    WHERE tenant_id = %(tenant_id)s AND id = %(id)s
-      AND version = %(version)s AND state = %(from_state)s::text
-    RETURNING *
-), audit AS (
-    INSERT INTO transitions (tenant_id, intent_id, version, from_state, to_state, event,
-                             actor, input, policy_version, decision_code, at)
-    SELECT tenant_id, id, version, %(from_state)s::text, state, %(event)s, %(actor)s, %(input)s,
-           policy_version, %(decision_code)s::text, %(now)s
-    FROM moved
-), announced AS (
-    INSERT INTO events (tenant_id, type, intent_id, job_id, payload, created_at)
-    SELECT m.tenant_id, e.type, m.id, m.job_id,
-           jsonb_build_object(
-               'intent_id', m.id, 'idempotency_key', m.idempotency_key, 'state', m.state,
-               'event_class', m.event_class, 'channel', m.channel, 'code', m.decision_code,
-               'cancel_reason', m.cancel_reason, 'correlation_id', m.correlation_id,
-               'version', m.version, 'at', %(now)s),
-           %(now)s
-    FROM moved m
-    JOIN (VALUES ('delivered', 'intent.delivered'),
-                 ('expired', 'intent.expired'),
-                 ('expired', 'offer.released'),
-                 ('canceled', 'intent.canceled'),
-                 ('suppressed', 'intent.suppressed'),
-                 ('no_permitted_channel', 'intent.no_permitted_channel'),
-                 ('failed', 'intent.failed'),
-                 ('unknown', 'intent.unknown')) AS e (state, type)
-      ON e.state = m.state
-)
-SELECT * FROM moved;
-
 -- name: transition_many
--- The transition statement for a batch: each input row is one version-
--- checked move with its own audit row and announcement. Rows that moved on
--- meanwhile are simply absent from the result, so one stale intent never
--- costs the others their moves.
+-- The one way intents change state: each input row is one version-checked
+-- move with its audit row and, for the states the application cares about,
+-- its announcement, all in one statement. Rows that moved on meanwhile are
+-- simply absent from the result (someone else moved first), so one stale
+-- intent never costs the others their moves.
 WITH input AS (
     SELECT * FROM unnest(
         %(tenant_id)s::text[], %(id)s::uuid[], %(version)s::int[], %(from_state)s::text[],
