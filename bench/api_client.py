@@ -52,18 +52,6 @@ def client(base_url: str, key: str) -> httpx.Client:
     return httpx.Client(base_url=base_url, headers=headers, timeout=30.0)
 
 
-def intent_body(tag: str, i: int) -> dict[str, Any]:
-    return {
-        "idempotency_key": f"bench:{tag}:{i}",
-        "channel": "sms",
-        "recipient": {"ref": f"member-{i}", "phone": f"+1415555{1000 + i % 9000:04d}"},
-        "template": TEMPLATE,
-        "variables": {"class_name": "Spin 7am", "deadline": "18:00"},
-        "purpose": "transactional",
-        "event_class": "waitlist_offer",
-    }
-
-
 def member(i: int) -> dict[str, Any]:
     return {"ref": f"member-{i}", "phone": f"+1415555{1000 + i % 9000:04d}"}
 

@@ -34,7 +34,8 @@ def publish(t: Tidings) -> None:
     )
 
 
-def request(t: Tidings, tag: str, i: int) -> dict[str, Any]:
+def intent_body(tag: str, i: int) -> dict[str, Any]:
+    """One intent as JSON would carry it (no deadline)."""
     # Distinct members and numbers, none ending in a simulator magic suffix
     # (....0000-....0500): every send is a plain acceptance.
     return {
@@ -45,8 +46,11 @@ def request(t: Tidings, tag: str, i: int) -> dict[str, Any]:
         "variables": {"class_name": "Spin 7am", "deadline": "18:00"},
         "purpose": "transactional",
         "event_class": "waitlist_offer",
-        "expires_at": t.clock.now() + timedelta(hours=6),
     }
+
+
+def request(t: Tidings, tag: str, i: int) -> dict[str, Any]:
+    return {**intent_body(tag, i), "expires_at": t.clock.now() + timedelta(hours=6)}
 
 
 def notify_many(t: Tidings, tag: str, count: int, threads: int = SEED_THREADS) -> None:

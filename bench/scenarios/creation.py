@@ -17,7 +17,7 @@ from bench import api_client
 from bench.context import Context
 from bench.model import Measure, ScenarioResult, repeat
 from bench.procs import api
-from bench.seed import engine, published_template, request
+from bench.seed import engine, intent_body, published_template, request
 
 TITLE = "3. Creation"
 HTTP_CLIENTS = (1, 8)
@@ -83,7 +83,7 @@ def _http_once(ctx: Context, template: str, clients: int) -> dict[str, float]:
                     for i in range(worker, ctx.config.intents, clients):
                         if time.perf_counter() >= deadline:
                             return
-                        reply = http.post("/v1/intents", json=api_client.intent_body("http", i))
+                        reply = http.post("/v1/intents", json=intent_body("http", i))
                         with lock:
                             counts["done" if reply.status_code == 201 else "errors"] += 1
 

@@ -23,7 +23,7 @@ from tidings.domain.policy import Decision, Policy, dispatch_action, limit_decis
 from tidings.domain.transitions import Event
 from tidings.observability.metrics import record_rate_limit_wait
 from tidings.store import ledger
-from tidings.store.database import execute, fetch_all
+from tidings.store.database import columns, execute, fetch_all
 
 Conn = psycopg.Connection[Any]
 
@@ -114,19 +114,18 @@ class _Moves:
         starts = [(i, m) for i, m in zip(items, moved, strict=True) if isinstance(i, _Start)]
         if not starts:
             return
-        execute(
-            self.conn,
-            "open_attempts",
+        rows = [
             {
-                "tenant_id": [s.step.intent.tenant_id for s, _ in starts],
-                "intent_id": [s.step.intent.id for s, _ in starts],
-                "n": [s.n for s, _ in starts],
-                "attempt_key": [s.attempt_key for s, _ in starts],
-                "channel": [s.step.intent.channel for s, _ in starts],
-                "provider": self.request.provider,
-                "now": self.now,
-            },
-        )
+                "tenant_id": s.step.intent.tenant_id,
+                "intent_id": s.step.intent.id,
+                "n": s.n,
+                "attempt_key": s.attempt_key,
+                "channel": s.step.intent.channel,
+            }
+            for s, _ in starts
+        ]
+        params = {**columns(rows), "provider": self.request.provider, "now": self.now}
+        execute(self.conn, "open_attempts", params)
         for start, intent in starts:
             assert intent is not None
             self.claimed.append(
