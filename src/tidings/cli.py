@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import faulthandler
+import logging
 import os
 import signal
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -31,6 +35,9 @@ app.add_typer(templates_app, name="templates")
 app.add_typer(policy_app, name="policy")
 console = Console()
 errors = Console(stderr=True)
+# A worker's stop drains for one lease; past it by this much, it is stuck.
+STOP_OVERRUN_SECONDS = 10.0
+STOP_OVERRUN_EXIT = 70  # EX_SOFTWARE
 
 DatabaseWait = Annotated[
     float | None,
@@ -111,6 +118,7 @@ def worker(
     if url is None:
         console.print("worker stopped before the database answered")
         return
+    _bound_the_stop(stop, config.lease_seconds + STOP_OVERRUN_SECONDS)
     with _tidings(url=url) as t:
         w = Worker(
             t, adapters_from_settings(settings), config=config, minters=minters_from_env(os.environ)
@@ -120,8 +128,18 @@ def worker(
 
             serve_process_metrics(metrics_port)
         console.print(f"worker {w.owner} running; channels: {', '.join(w.adapters)}")
-        w.run(stop)
-    console.print("worker stopped; in-flight sends recorded")
+        unfinished = w.run(stop)
+    if not unfinished:
+        console.print("worker stopped; in-flight sends recorded")
+        return
+    # Python would wait for those calls at exit. Their claims are durable
+    # and leased: lease recovery settles them as after a crash, so waiting
+    # gains nothing, and a supervisor's stop timeout would end in SIGKILL.
+    console.print(f"worker stopped; {unfinished} unfinished provider calls left to lease recovery")
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 @app.command()
@@ -301,6 +319,25 @@ def purge() -> None:
     with _tidings() as t:
         removed = run_purge(t.db, t.clock.now())
     console.print(", ".join(f"{k}: {v}" for k, v in removed.items()))
+
+
+def _bound_the_stop(stop: threading.Event, seconds: float) -> None:
+    """A stop that overruns its drain prints every thread's stack and exits.
+
+    The drain is bounded by design (one lease); this is the backstop for a
+    wait nobody foresaw, so a supervisor sees where it hung instead of
+    having to SIGKILL a silent process.
+    """
+
+    def watch() -> None:
+        stop.wait()
+        time.sleep(seconds)
+        sys.stderr.write(f"stop overran {seconds:.0f} s; threads:\n")
+        faulthandler.dump_traceback(all_threads=True)
+        sys.stderr.flush()
+        os._exit(STOP_OVERRUN_EXIT)
+
+    threading.Thread(target=watch, name="stop-watch", daemon=True).start()
 
 
 def _stop_on_signals() -> threading.Event:

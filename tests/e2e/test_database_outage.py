@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -130,3 +131,58 @@ def test_a_bounded_wait_ends_with_a_clear_error(tmp_path: Path) -> None:
     assert "did not answer within 1s" in text, text
     assert "Connection refused" in text
     assert PASSWORD not in text
+
+
+def test_a_worker_stopped_while_its_database_is_down_exits_within_its_lease(
+    postgres: LocalPostgres, tmp_path: Path
+) -> None:
+    """SIGTERM with sends in flight and no database to record them in: the
+    worker gives them its lease, then exits; the next worker's lease
+    recovery settles them, and nothing is sent twice."""
+    lease = 4.0
+    log = tmp_path / "worker.log"
+    url = postgres.url(PASSWORD)
+    postgres.start()
+    with simulator(seed=5, latency_ms=1500) as sim, log.open("wb") as out:
+        worker = start_worker(url, tmp_path, sim, "--lease-seconds", str(lease), output=out)
+        wait_until(lambda: "running; channels" in output(log), what="the worker running")
+        with Tidings(url, secret_key=TEST_SECRET) as t:
+            t.publish_template("offer", channel="sms", body="A spot opened.")
+            ids = [
+                t.notify(
+                    idempotency_key=f"offer:stop-{n}",
+                    channel="sms",
+                    recipient={"ref": f"m{n}", "phone": "+14155550123"},
+                    template="offer",
+                    purpose="transactional",
+                    event_class="waitlist_offer",
+                ).id
+                for n in range(12)
+            ]
+            wait_until(
+                lambda: any(t.get(i).state.value == "sending" for i in ids),
+                what="sends in flight",
+            )
+        postgres.stop()
+        worker.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        code = worker.wait(timeout=60)
+        took = time.monotonic() - started
+        assert code == 0, output(log)
+        # The lease, then closing the pool; far from the minutes a wait on
+        # each unreachable connection would add up to.
+        assert took < lease + 10, f"stopped in {took:.1f} s:\n{output(log)}"
+        postgres.start()
+        second = start_worker(url, tmp_path, sim, "--lease-seconds", str(lease), output=out)
+        try:
+            with Tidings(url, secret_key=TEST_SECRET) as t:
+                wait_until(
+                    lambda: all(t.get(i).state.value in ("accepted", "delivered") for i in ids),
+                    timeout=120,
+                    what="every intent settled by the next worker",
+                )
+        finally:
+            assert stop(second) == 0, output(log)
+        entries = ledger(sim)
+    keys = [e["idempotency_key"] for e in entries if e["outcome"] in SENT]
+    assert len(keys) == len(set(keys)) == len(ids)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import signal
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 
@@ -123,3 +125,60 @@ def test_a_worker_killed_at_each_step_sends_no_second_message(
         assert accepted[0]["idempotency_key"].endswith(":attempt:2")
     else:
         assert accepted[0]["idempotency_key"].endswith(":attempt:1")
+
+
+def test_a_worker_stopped_during_a_provider_stall_hands_back_and_exits_within_its_lease(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Every call hangs (accepted, then no answer): a SIGTERM must not wait
+    for each queued send to time out in turn. The calls not yet started are
+    handed back unsent; the hanging ones are left to lease recovery."""
+    lease = 3.0
+    log = tmp_path / "worker.log"
+    with engine(db_url) as t:
+        t.publish_template("offer", channel="sms", body="A spot opened.")
+        ids = [
+            t.notify(
+                idempotency_key=f"offer:stall-{n}",
+                channel="sms",
+                recipient={"ref": f"m{n}", "phone": "+14155550123"},
+                template="offer",
+                purpose="transactional",
+                event_class="waitlist_offer",
+            ).id
+            for n in range(8)
+        ]
+        with simulator(seed=2, rate_timeout=1.0, timeout_stall_ms=60_000) as sim:
+            with log.open("wb") as out:
+                worker = start_worker(
+                    db_url, tmp_path, sim, "--lease-seconds", str(lease),
+                    "--sms-concurrency", "1", output=out,
+                )  # fmt: skip
+                wait_until(lambda: ledger(sim), what="a call under way")
+                worker.send_signal(signal.SIGTERM)
+                started = time.monotonic()
+                code = worker.wait(timeout=60)
+                took = time.monotonic() - started
+            text = log.read_text(errors="replace")
+            assert code == 0, text
+            # Within the lease, not one 10 s client timeout per queued send.
+            assert took < lease + 4, f"stopped in {took:.1f} s:\n{text}"
+            called = {e["idempotency_key"] for e in ledger(sim)}
+            handed_back = [i for i in ids if t.get(i).state.value == "pending"]
+            assert handed_back, "no unstarted send was handed back"
+            assert len(handed_back) + len(called) <= len(ids)
+            httpx.put(f"{sim}/_config", json={"rate_timeout": 0.0}, timeout=5).raise_for_status()
+            rescuer = start_worker(db_url, tmp_path, sim, "--lease-seconds", str(lease))
+            try:
+                wait_until(
+                    lambda: all(t.get(i).state.value in ("accepted", "delivered") for i in ids),
+                    timeout=120,
+                    what="the handed-back and the hanging sends settled",
+                )
+            finally:
+                rescuer.send_signal(signal.SIGTERM)
+                assert rescuer.wait(timeout=60) == 0
+            entries = ledger(sim)
+    per_key = Counter(e["idempotency_key"] for e in entries if e["outcome"] in SENT)
+    assert len(per_key) == len(ids)
+    assert set(per_key.values()) == {1}, per_key

@@ -185,6 +185,14 @@ def record_limit_deferred(conn: Conn, claimed: Claimed, room: LimitCheck, now: d
     return _move(conn, claimed, Event.LIMIT_DEFERRED, now, move, detail)
 
 
+def record_released(conn: Conn, claimed: Claimed, now: datetime) -> str:
+    """A stopping worker let go of a claim whose call never started."""
+    code = "WORKER_STOPPED"
+    _settle(conn, claimed, "failed", code, now)
+    move = ledger.Move(next_due_at=now, decision_code=code)
+    return _move(conn, claimed, Event.RELEASED, now, move, {"code": code})
+
+
 def record_prepare_failure(conn: Conn, claimed: Claimed, code: str, now: datetime) -> str:
     _settle(conn, claimed, "failed", code, now)
     return _move(

@@ -37,6 +37,7 @@ from tidings.dispatch.record import (
     Sent,
     record_limit_deferred,
     record_prepare_failure,
+    record_released,
     record_results,
 )
 from tidings.dispatch.retention import purge
@@ -62,6 +63,8 @@ log = logging.getLogger("tidings.worker")
 NOTIFY_CHANNEL = "tidings_due"
 CONFIG_RETRY_SECONDS = 60.0
 MINT_RETRY_SECONDS = 30.0
+# Beyond the drain's lease: closing connections, the last log lines.
+STOP_GRACE_SECONDS = 2.0
 
 
 @dataclass
@@ -76,6 +79,32 @@ class WorkerConfig:
     # provider may take to record a request that is already on its way.
     not_received_after: float = 60.0
     seed: int | None = None
+
+
+class Doorbell:
+    """Rung when a channel has new due intents; waited on beside its sends.
+
+    A future rather than an event, so `concurrent.futures.wait` can watch it
+    together with the provider calls in flight.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._future: Future[None] = Future()
+
+    def future(self) -> Future[None]:
+        with self._lock:
+            return self._future
+
+    def ring(self) -> None:
+        with self._lock:
+            if not self._future.done():
+                self._future.set_result(None)
+
+    def answered(self, rung: Future[None]) -> None:
+        with self._lock:
+            if self._future is rung:
+                self._future = Future()
 
 
 class Worker:
@@ -98,9 +127,10 @@ class Worker:
         self.facts = facts
         self.rng = random.Random(self.config.seed)
         self.templates = TemplateCache()
-        self._wake = {channel: threading.Event() for channel in self.adapters}
+        self._wake = {channel: Doorbell() for channel in self.adapters}
         self._inflight: set[Any] = set()
         self._inflight_lock = threading.Lock()
+        self._pending: dict[str, dict[Future[Sent | str], Claimed]] = {}
         self.alerts = AlertSweeper(tidings)
         self._http = httpx.Client(timeout=5.0)
 
@@ -257,7 +287,16 @@ class Worker:
 
     # --- the long-running loop -------------------------------------------
 
-    def run(self, stop: threading.Event) -> None:
+    def run(self, stop: threading.Event) -> int:
+        """Work until `stop` is set, then drain for at most one lease.
+
+        Sends whose call has not started are handed back at once (due
+        again, nothing sent); calls under way get the lease to finish and be
+        recorded. Whatever is still unrecorded after that is left to lease
+        recovery, exactly as after a crash, so a stop never waits on a
+        stalled provider or an unreachable database. Returns how many calls
+        were left so: a process may exit without waiting for them.
+        """
         threads = [
             threading.Thread(
                 target=self._channel_loop, args=(c, stop), name=f"dispatch-{c}", daemon=True
@@ -273,20 +312,37 @@ class Worker:
         for thread in threads:
             thread.start()
         stop.wait()
-        for event in self._wake.values():
-            event.set()
+        for bell in self._wake.values():
+            bell.ring()
+        deadline = time.monotonic() + self.config.lease_seconds + STOP_GRACE_SECONDS
         for thread in threads:
-            thread.join(timeout=self.config.lease_seconds)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        return sum(len(pending) for pending in self._pending.values())
 
     def _channel_loop(self, channel: str, stop: threading.Event) -> None:
         budget = max(1, self.config.concurrency.get(channel, 4))
         # A few sends' worth in flight keeps the pool busy without holding
         # leases on more than it can send well within them.
         size = min(self.config.batch_size, budget * 4)
-        with ThreadPoolExecutor(budget, thread_name_prefix=f"send-{channel}") as pool:
-            pending: set[Future[Sent | str]] = set()
+        pool = ThreadPoolExecutor(budget, thread_name_prefix=f"send-{channel}")
+        pending: dict[Future[Sent | str], Claimed] = {}
+        self._pending[channel] = pending
+        drain_until: float | None = None
+        try:
             while pending or not stop.is_set():
+                if stop.is_set():
+                    drain_until = drain_until or time.monotonic() + self.config.lease_seconds
+                    if time.monotonic() >= drain_until:
+                        log.warning(
+                            "dispatch %s: stopping with %d calls unrecorded; "
+                            "lease recovery settles them",
+                            channel,
+                            len(pending),
+                        )
+                        return
                 try:
+                    if stop.is_set():
+                        self._hand_back_unstarted(pending)
                     self._pump(channel, pool, pending, size, stop)
                 except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                     log.warning("dispatch %s: database unavailable: %s", channel, exc)
@@ -294,12 +350,28 @@ class Worker:
                 except Exception:  # a bug must not end the loop; leases recover the rest
                     log.exception("dispatch %s: unexpected error", channel)
                     stop.wait(1.0)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _hand_back_unstarted(self, pending: dict[Future[Sent | str], Claimed]) -> None:
+        """A stopping worker gives back the claims it has not begun to send."""
+        unstarted = [future for future in pending if future.cancel()]
+        if not unstarted:
+            return
+        claims = [pending.pop(future) for future in unstarted]
+        try:
+            with self.t.db.transaction() as conn:
+                for claimed in claims:
+                    record_released(conn, claimed, self.t.clock.now())
+        finally:
+            self._release(claims)
+        log.info("handed back %d unsent claims", len(claims))
 
     def _pump(
         self,
         channel: str,
         pool: ThreadPoolExecutor,
-        pending: set[Future[Sent | str]],
+        pending: dict[Future[Sent | str], Claimed],
         size: int,
         stop: threading.Event,
     ) -> None:
@@ -315,15 +387,20 @@ class Worker:
         if not stop.is_set() and room >= max(1, size // 2):
             claimed = self.claim(channel, room)
             self._hold(claimed)
-            pending.update(pool.submit(self.send, c) for c in claimed)
-        if not pending:
-            self._wake[channel].wait(self.config.idle_wait)
-            self._wake[channel].clear()
-            return
-        done, _ = wait(pending, timeout=self.config.idle_wait, return_when=FIRST_COMPLETED)
-        pending.difference_update(done)
+            for item in claimed:
+                pending[pool.submit(self.send, item)] = item
+        # New intents (NOTIFY) wake the loop even while answers are awaited,
+        # so a create at light load is claimed at once, not after a timeout.
+        bell = self._wake[channel].future()
+        watched: list[Future[Any]] = [bell, *pending]
+        done, _ = wait(watched, self.config.idle_wait, return_when=FIRST_COMPLETED)
+        if bell in done:
+            self._wake[channel].answered(bell)
         answers = []
         for future in done:
+            if future is bell:
+                continue
+            del pending[future]
             try:
                 answers.append(future.result())
             except Exception:  # that one's lease recovers it; the others still record
@@ -337,9 +414,9 @@ class Worker:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
                     while not stop.is_set():
                         for note in conn.notifies(timeout=0.5, stop_after=1):
-                            event = self._wake.get(note.payload)
-                            if event is not None:
-                                event.set()
+                            bell = self._wake.get(note.payload)
+                            if bell is not None:
+                                bell.ring()
             except psycopg.Error as exc:
                 log.warning("listen: %s", exc)
                 stop.wait(1.0)

@@ -34,6 +34,7 @@ class Event(StrEnum):
     PROVIDER_REJECTED = "provider_rejected"
     PREPARE_FAILED = "prepare_failed"
     LIMIT_DEFERRED = "limit_deferred"
+    RELEASED = "released"
     OUTCOME_UNKNOWN = "outcome_unknown"
     NOT_RECEIVED = "not_received"
     DELIVERED = "delivered"
@@ -98,6 +99,12 @@ RULES: tuple[Rule, ...] = (
         Event.LIMIT_DEFERRED,
         S.PENDING,
         "the rendered message would break a spend limit: wait, nothing was sent",
+    ),
+    _rule(
+        {S.SENDING},
+        Event.RELEASED,
+        S.PENDING,
+        "the worker stopped before making the call: nothing was sent, due again now",
     ),
     _rule(
         {S.SENDING},
