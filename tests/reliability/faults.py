@@ -238,6 +238,28 @@ class Injector:
         timer.start()
         return f"{victim.name} (pid {victim.pid}) stopped for {pause:.0f} s"
 
+    def disarm(self, within: float = 60.0) -> list[str]:
+        """Kill the armed workers whose fault point has not fired yet, and
+        start unarmed replacements.
+
+        Left armed, one would fire on the probes' own sends and read as a
+        worker that failed to recover. A SIGKILL is what it was armed for.
+        """
+        armed = [w for w in self.fleet.live_workers() if w.faults]
+        for worker in armed:
+            self._killed.add(worker.pid)
+            worker.signal(signal.SIGKILL)
+        deadline = time.monotonic() + within
+        while any(w.alive() for w in armed) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.supervise()
+        while not all(w.ready() for w in self.fleet.live_workers()):
+            if time.monotonic() >= deadline:
+                break
+            self.supervise()
+            time.sleep(0.5)
+        return [w.name for w in armed]
+
     def supervise(self) -> None:
         for gone in self.fleet.supervise():
             if gone.pid in self._killed:

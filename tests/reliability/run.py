@@ -157,6 +157,9 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
     say(f"chaos over after {seconds['chaos']} s: {injector.summary()['by_kind']}")
 
     faults.configure(fleet.sim_url, faults.CALM)
+    disarmed = injector.disarm()
+    if disarmed:
+        say(f"killed armed workers before the probes: {', '.join(disarmed)}")
     extra: dict[str, list[str]] = {"processes_recover": list(injector.problems)}
     drained = _wait_drained(db_url, config.drain_timeout_s)
     seconds["drain"] = round(drained if drained is not None else config.drain_timeout_s, 1)
