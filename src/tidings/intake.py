@@ -21,7 +21,6 @@ from tidings.domain.errors import IdempotencyConflict, InvalidInput
 from tidings.domain.ids import uuid7
 from tidings.domain.intent import Intent
 from tidings.domain.keys import check_key, fingerprint
-from tidings.domain.policy import timezones_for_phone
 from tidings.domain.recipients import Channel, Recipient, parse_channel, parse_recipient
 from tidings.domain.states import IntentState
 from tidings.store import ledger, policies, templates
@@ -208,7 +207,7 @@ def _row(
         "actor": actor,
         "now": now,
         "terminal_at": None,
-        "candidate_timezones": _candidate_zones(request.recipient),
+        "candidate_timezones": list(request.recipient.candidate_timezones),
         "input": {
             "template": request.template_name,
             "template_revision": request.template_revision,
@@ -218,12 +217,6 @@ def _row(
             "expires_at": request.expires_at.isoformat() if request.expires_at else None,
         },
     }
-
-
-def _candidate_zones(recipient: Recipient) -> list[str]:
-    if recipient.timezone is not None or recipient.channel is not Channel.SMS:
-        return []
-    return list(timezones_for_phone(recipient.destination))
 
 
 def _mapping(field: str, value: object) -> Mapping[str, Any]:

@@ -52,6 +52,10 @@ def start_worker(
         "TIDINGS_SIMULATOR_URL": simulator_url,
         "TIDINGS_FAULTS": faults,
         "TIDINGS_SECRET_KEY": "test-secret-key-0123456789abcdef",
+        # The local simulator records a request before it answers, so a
+        # lookup that finds nothing a few seconds on is proof enough; the
+        # 60 s default is for real providers' slower books.
+        "TIDINGS_NOT_RECEIVED_AFTER_SECONDS": "5",
     }
     return subprocess.Popen(
         [sys.executable, "-m", "tidings.cli", "worker", *args],

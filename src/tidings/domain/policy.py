@@ -26,7 +26,6 @@ from typing import Any, Final, Literal, TypeVar
 from zoneinfo import ZoneInfo
 
 import phonenumbers
-from phonenumbers import timezone as phone_timezone
 
 from tidings.domain.limits import (
     SCOPES,
@@ -36,6 +35,7 @@ from tidings.domain.limits import (
     Scope,
     SpendLimit,
 )
+from tidings.domain.recipients import zones_of_number
 from tidings.domain.schedules import (
     PollSchedule,
     RetryConfig,
@@ -421,8 +421,7 @@ def timezones_for_phone(phone_e164: str) -> tuple[str, ...]:
     number = _parsed(phone_e164)
     if number is None:
         return ()
-    zones = phone_timezone.time_zones_for_number(number)
-    return tuple(z for z in zones if zone_or_none(z) is not None)
+    return zones_of_number(number)
 
 
 # --- parsing ----------------------------------------------------------------

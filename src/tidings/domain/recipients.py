@@ -10,8 +10,10 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import phonenumbers
+from phonenumbers import timezone as phone_timezone
 
 from tidings.domain.errors import InvalidInput
+from tidings.domain.schedules import zone_or_none
 
 
 class Channel(StrEnum):
@@ -36,6 +38,9 @@ class Recipient:
     country: str | None
     timezone: str | None
     locale: str | None
+    # Where an SMS number may be when no time zone was given (quiet hours
+    # must then hold in all of them); read from the number while parsing it.
+    candidate_timezones: tuple[str, ...] = ()
 
 
 def parse_channel(value: object) -> Channel:
@@ -47,14 +52,25 @@ def parse_channel(value: object) -> Channel:
 
 def normalize_phone(raw: str) -> tuple[str, str | None]:
     """E.164 and the destination country; only full international numbers."""
+    number = _valid_number(raw)
+    e164 = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+    return e164, phonenumbers.region_code_for_number(number)
+
+
+def _valid_number(raw: str) -> phonenumbers.PhoneNumber:
     try:
         number = phonenumbers.parse(raw, None)
     except phonenumbers.NumberParseException:
         raise InvalidRecipient("recipient.phone", "not an international number") from None
     if not phonenumbers.is_valid_number(number):
         raise InvalidRecipient("recipient.phone", "not a valid phone number")
-    e164 = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
-    return e164, phonenumbers.region_code_for_number(number)
+    return number
+
+
+def zones_of_number(number: phonenumbers.PhoneNumber) -> tuple[str, ...]:
+    """The time zones a valid number may be in, as far as the zone database knows."""
+    zones = phone_timezone.time_zones_for_number(number)
+    return tuple(z for z in zones if zone_or_none(z) is not None)
 
 
 def normalize_email(raw: str) -> str:
@@ -85,8 +101,11 @@ def parse_recipient(channel: Channel, data: Mapping[str, Any]) -> Recipient:
         phone = data.get("phone")
         if not isinstance(phone, str):
             raise InvalidRecipient("recipient.phone", "an SMS needs a phone number")
-        e164, country = normalize_phone(phone)
-        return Recipient(ref, channel, e164, country, timezone, locale)
+        number = _valid_number(phone)
+        e164 = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+        country = phonenumbers.region_code_for_number(number)
+        zones = () if timezone is not None else zones_of_number(number)
+        return Recipient(ref, channel, e164, country, timezone, locale, zones)
     email = data.get("email")
     if not isinstance(email, str):
         raise InvalidRecipient("recipient.email", "an e-mail needs an address")

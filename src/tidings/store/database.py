@@ -18,6 +18,9 @@ from tidings.store.queries import q
 Row = dict[str, Any]
 # How long after its last transaction a pooled connection is taken as alive.
 RECENTLY = 1.0
+# The longest a caller waits for a connection: with the database down, an
+# API request answers 503 after this, instead of psycopg_pool's 30 s.
+CONNECTION_WAIT_SECONDS = 10.0
 
 
 class Database:
@@ -35,6 +38,7 @@ class Database:
             check=self._check,
             reset=self._returned,
             name="tidings",
+            timeout=CONNECTION_WAIT_SECONDS,
         )
 
     def _returned(self, conn: psycopg.Connection[Any]) -> None:
