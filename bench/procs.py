@@ -50,7 +50,7 @@ def _worker_main(spec: WorkerSpec, ready: Any, go: Any, stop: Any) -> None:
     from bench.seed import engine
     from tidings.dispatch.runner import Worker, WorkerConfig
 
-    logging.basicConfig(level=logging.ERROR)
+    logging.basicConfig(level=logging.WARNING)
     adapter = _adapter(spec)
     config = WorkerConfig(
         batch_size=spec.batch_size, concurrency={"sms": spec.concurrency, "email": 1}

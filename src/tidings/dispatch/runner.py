@@ -63,6 +63,7 @@ log = logging.getLogger("tidings.worker")
 NOTIFY_CHANNEL = "tidings_due"
 CONFIG_RETRY_SECONDS = 60.0
 MINT_RETRY_SECONDS = 30.0
+RECORD_TRIES = 3
 # Beyond the drain's lease: closing connections, the last log lines.
 STOP_GRACE_SECONDS = 2.0
 
@@ -175,8 +176,7 @@ class Worker:
         answers = [s for s in sent if isinstance(s, Sent)]
         try:
             if answers:
-                with self.t.db.transaction() as conn:
-                    outcomes = iter(record_results(conn, answers, self.t.clock.now(), self.rng))
+                outcomes = iter(self._record_group(answers))
                 faults.point("after_record")
             else:
                 outcomes = iter(())
@@ -188,6 +188,19 @@ class Worker:
                 with self._context(item.claimed):
                     log.info("attempt recorded", extra={"intent_outcome": outcome})
         return results
+
+    def _record_group(self, answers: list[Sent]) -> list[str]:
+        # A deadlock or serialization failure rolled the whole group back:
+        # nothing of it was written, so it is simply recorded again.
+        for attempt in range(1, RECORD_TRIES + 1):
+            try:
+                with self.t.db.transaction() as conn:
+                    return record_results(conn, answers, self.t.clock.now(), self.rng)
+            except psycopg.errors.TransactionRollback as exc:
+                if attempt == RECORD_TRIES:
+                    raise
+                log.warning("recording %d answers: %s; again", len(answers), exc.sqlstate)
+        raise AssertionError("unreachable")
 
     def _hold(self, claimed: list[Claimed]) -> None:
         with self._inflight_lock:  # queued sends keep their leases too

@@ -131,8 +131,16 @@ WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s
   AND (accepted_at IS NOT NULL OR state IN ('delivered', 'undelivered'));
 
 -- name: heartbeat
+-- Rows locked right now (a group's answers being recorded, a cancel) are
+-- skipped, not waited for: their move ends or renews the lease anyway, and
+-- waiting on them, in whatever order the rows come, deadlocked against the
+-- same worker's recording of a group.
 UPDATE intents SET lease_expires_at = %(lease_expires_at)s
-WHERE state = 'sending' AND lease_owner = %(owner)s AND id = ANY(%(ids)s);
+WHERE id IN (
+    SELECT id FROM intents
+    WHERE state = 'sending' AND lease_owner = %(owner)s AND id = ANY(%(ids)s)
+    FOR UPDATE SKIP LOCKED
+);
 
 -- name: expired_leases
 SELECT * FROM intents
