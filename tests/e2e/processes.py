@@ -108,3 +108,19 @@ def wait_until(check: Any, timeout: float = WAIT, what: str = "condition") -> An
 
 def ledger(url: str) -> list[dict[str, Any]]:
     return list(httpx.get(f"{url}/_ledger", timeout=30).json())
+
+
+def offers(t: Any, prefix: str, count: int) -> list[Any]:
+    """Publish the plain offer template and create `count` SMS offers; their ids."""
+    t.publish_template("offer", channel="sms", body="A spot opened.")
+    return [
+        t.notify(
+            idempotency_key=f"offer:{prefix}-{n}",
+            channel="sms",
+            recipient={"ref": f"m{n}", "phone": "+14155550123"},
+            template="offer",
+            purpose="transactional",
+            event_class="waitlist_offer",
+        ).id
+        for n in range(count)
+    ]

@@ -22,7 +22,7 @@ from tidings import Tidings
 from tidings.devstack import free_port
 
 from .postgres import LocalPostgres
-from .processes import ledger, simulator, start_api, start_worker, wait_until
+from .processes import ledger, offers, simulator, start_api, start_worker, wait_until
 
 PASSWORD = "pw-must-not-leak-7f3a"
 RETRYING = "database unavailable; retrying"
@@ -147,18 +147,7 @@ def test_a_worker_stopped_while_its_database_is_down_exits_within_its_lease(
         worker = start_worker(url, tmp_path, sim, "--lease-seconds", str(lease), output=out)
         wait_until(lambda: "running; channels" in output(log), what="the worker running")
         with Tidings(url, secret_key=TEST_SECRET) as t:
-            t.publish_template("offer", channel="sms", body="A spot opened.")
-            ids = [
-                t.notify(
-                    idempotency_key=f"offer:stop-{n}",
-                    channel="sms",
-                    recipient={"ref": f"m{n}", "phone": "+14155550123"},
-                    template="offer",
-                    purpose="transactional",
-                    event_class="waitlist_offer",
-                ).id
-                for n in range(12)
-            ]
+            ids = offers(t, "stop", 12)
             wait_until(
                 lambda: any(t.get(i).state.value == "sending" for i in ids),
                 what="sends in flight",

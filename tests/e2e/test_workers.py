@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import TEST_SECRET
 from tidings import Tidings
 
-from .processes import ledger, simulator, start_worker, wait_until
+from .processes import ledger, offers, simulator, start_worker, wait_until
 
 SENT = {"accepted", "timeout_after_accept"}
 
@@ -136,18 +136,7 @@ def test_a_worker_stopped_during_a_provider_stall_hands_back_and_exits_within_it
     lease = 3.0
     log = tmp_path / "worker.log"
     with engine(db_url) as t:
-        t.publish_template("offer", channel="sms", body="A spot opened.")
-        ids = [
-            t.notify(
-                idempotency_key=f"offer:stall-{n}",
-                channel="sms",
-                recipient={"ref": f"m{n}", "phone": "+14155550123"},
-                template="offer",
-                purpose="transactional",
-                event_class="waitlist_offer",
-            ).id
-            for n in range(8)
-        ]
+        ids = offers(t, "stall", 8)
         with simulator(seed=2, rate_timeout=1.0, timeout_stall_ms=60_000) as sim:
             with log.open("wb") as out:
                 worker = start_worker(

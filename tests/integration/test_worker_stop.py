@@ -35,6 +35,15 @@ class GatedAdapter(InProcessSimulatorAdapter):
         return super().send(message, idempotency_key)
 
 
+def running(w: Worker) -> tuple[threading.Event, threading.Thread, list[int]]:
+    """The worker's run loop in a thread; `results` gets what run returns."""
+    stop = threading.Event()
+    results: list[int] = []
+    runner = threading.Thread(target=lambda: results.append(w.run(stop)))
+    runner.start()
+    return stop, runner, results
+
+
 def test_a_claim_handed_back_unsent_is_due_again_at_once(
     tidings: Tidings, clock: ManualClock
 ) -> None:
@@ -82,10 +91,7 @@ def test_stop_hands_back_unstarted_sends_and_reports_the_call_left_hanging(
     )
     w = Worker(tidings, {"sms": adapter, "email": adapter}, config=config)
     intents = [offer(tidings, n) for n in range(1, 5)]
-    stop = threading.Event()
-    results: list[int] = []
-    runner = threading.Thread(target=lambda: results.append(w.run(stop)))
-    runner.start()
+    stop, runner, results = running(w)
     assert adapter.entered.wait(30), "no call started"
     stop.set()
     started = time.monotonic()
@@ -115,10 +121,7 @@ def test_stop_waits_for_a_call_that_answers_within_the_lease(
     config = WorkerConfig(seed=7, lease_seconds=10.0, concurrency={"sms": 1, "email": 1})
     w = Worker(tidings, {"sms": adapter, "email": adapter}, config=config)
     intent = offer(tidings)
-    stop = threading.Event()
-    results: list[int] = []
-    runner = threading.Thread(target=lambda: results.append(w.run(stop)))
-    runner.start()
+    stop, runner, results = running(w)
     assert adapter.entered.wait(30), "no call started"
     stop.set()
     threading.Timer(0.3, adapter.gate.set).start()
