@@ -35,6 +35,16 @@ class GatedAdapter(InProcessSimulatorAdapter):
         return super().send(message, idempotency_key)
 
 
+def gated_worker(
+    tidings: Tidings, clock: ManualClock, **config: Any
+) -> tuple[Worker, GatedAdapter]:
+    """A worker sending one call at a time through a gated simulator."""
+    publish_offer_template(tidings)
+    adapter = GatedAdapter(simulator(clock))
+    settings = WorkerConfig(seed=7, concurrency={"sms": 1, "email": 1}, **config)
+    return Worker(tidings, {"sms": adapter, "email": adapter}, config=settings), adapter
+
+
 def running(w: Worker) -> tuple[threading.Event, threading.Thread, list[int]]:
     """The worker's run loop in a thread; `results` gets what run returns."""
     stop = threading.Event()
@@ -82,14 +92,8 @@ def test_a_hand_back_after_a_cancel_changes_nothing(tidings: Tidings, clock: Man
 def test_stop_hands_back_unstarted_sends_and_reports_the_call_left_hanging(
     tidings: Tidings, clock: ManualClock
 ) -> None:
-    publish_offer_template(tidings)
-    core = simulator(clock)
-    adapter = GatedAdapter(core)
     lease = 1.0
-    config = WorkerConfig(
-        seed=7, lease_seconds=lease, concurrency={"sms": 1, "email": 1}, batch_size=4
-    )
-    w = Worker(tidings, {"sms": adapter, "email": adapter}, config=config)
+    w, adapter = gated_worker(tidings, clock, lease_seconds=lease, batch_size=4)
     intents = [offer(tidings, n) for n in range(1, 5)]
     stop, runner, results = running(w)
     assert adapter.entered.wait(30), "no call started"
@@ -115,11 +119,7 @@ def test_stop_hands_back_unstarted_sends_and_reports_the_call_left_hanging(
 def test_stop_waits_for_a_call_that_answers_within_the_lease(
     tidings: Tidings, clock: ManualClock
 ) -> None:
-    publish_offer_template(tidings)
-    core = simulator(clock)
-    adapter = GatedAdapter(core)
-    config = WorkerConfig(seed=7, lease_seconds=10.0, concurrency={"sms": 1, "email": 1})
-    w = Worker(tidings, {"sms": adapter, "email": adapter}, config=config)
+    w, adapter = gated_worker(tidings, clock, lease_seconds=10.0)
     intent = offer(tidings)
     stop, runner, results = running(w)
     assert adapter.entered.wait(30), "no call started"
@@ -128,4 +128,4 @@ def test_stop_waits_for_a_call_that_answers_within_the_lease(
     runner.join(30)
     assert results == [0]
     assert tidings.get(intent.id).state is IntentState.ACCEPTED
-    assert len(sends(core)) == 1
+    assert len(sends(adapter.core)) == 1
