@@ -9,7 +9,7 @@ import psycopg
 # An intent counts as dispatched once it is past the claimable and in-flight
 # states: accepted, or anything after (delivered once a status check ran).
 IN_QUEUE = ["pending", "sending", "resend_due"]
-POLL_S = 0.05
+POLL_S = 0.25
 
 
 def dispatched(conn: psycopg.Connection[tuple[int]]) -> int:

@@ -34,7 +34,7 @@ class Attempt:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Attempt:
-        values = {f.name: row[f.name] for f in fields(cls) if f.name in row}
+        values = {name: row[name] for name in _ATTEMPT_FIELDS if name in row}
         values["state"] = AttemptState(row["state"])
         return cls(**values)
 
@@ -84,7 +84,7 @@ class Intent:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any], attempts: tuple[Attempt, ...] = ()) -> Intent:
-        values = {f.name: row[f.name] for f in fields(cls) if f.name in row}
+        values = {name: row[name] for name in _INTENT_FIELDS if name in row}
         values["state"] = IntentState(row["state"])
         values["attempts"] = attempts
         values["candidate_timezones"] = tuple(row.get("candidate_timezones") or ())
@@ -93,6 +93,11 @@ class Intent:
     @property
     def terminal(self) -> bool:
         return is_terminal(self.state)
+
+
+# Rows are read by the thousand on the dispatch path: list the fields once.
+_ATTEMPT_FIELDS = tuple(f.name for f in fields(Attempt))
+_INTENT_FIELDS = tuple(f.name for f in fields(Intent))
 
 
 @dataclass(frozen=True)

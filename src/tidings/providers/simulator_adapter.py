@@ -247,6 +247,25 @@ class InProcessSimulatorAdapter(SimulatorAdapter):
             clock=clock,
         )
         self.core = core
+        self._transport = transport
+
+    def transmit(self, request: HttpRequest) -> httpx.Response:
+        # The same request and response objects the HTTP adapter builds and
+        # reads, handed straight to the transport: a client's cookies,
+        # auth, redirects and hooks have nothing to do in process, and were
+        # a fifth of a dispatch's Python time (bench/results, profile).
+        built = httpx.Request(
+            request.method,
+            IN_PROCESS_URL + request.path,
+            json=request.json,
+            data=request.data,
+            params=request.params,
+            headers=request.headers,
+        )
+        response = self._transport.handle_request(built)
+        response.request = built
+        response.read()
+        return response
 
     def _secret(self) -> str:
         # Without an explicit secret, follow the core's config as it changes.

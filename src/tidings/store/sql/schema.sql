@@ -115,6 +115,8 @@ CREATE INDEX attempts_provider_message ON attempts (provider, provider_message_i
     WHERE provider_message_id IS NOT NULL;
 CREATE INDEX attempts_checks ON attempts (next_check_at)
     WHERE state IN ('sending', 'accepted', 'unknown') AND next_check_at IS NOT NULL;
+-- Webhooks find their attempt by our key alone: it carries no tenant.
+CREATE INDEX attempts_key ON attempts (attempt_key);
 
 -- What providers told us, exactly once per provider event: append-only.
 CREATE TABLE observations (

@@ -84,10 +84,12 @@ UPDATE attempts a SET
     next_check_at = t.next_check_at,
     checks_expire_at = t.checks_expire_at
 FROM input t
+-- A plain join: each input row is one primary-key probe. The arrays as
+-- extra `= ANY` conditions (as in transition_many) let the planner, with
+-- no statistics yet on a young attempts table, scan all of the tenant's
+-- attempts instead (2 ms a batch at 10k attempts, against 0.6 ms).
 WHERE a.tenant_id = t.tenant_id AND a.intent_id = t.intent_id AND a.n = t.n
   AND a.state IN ('sending', 'unknown')
-  -- As index conditions (see transition_many).
-  AND a.tenant_id = ANY(%(tenant_id)s::text[]) AND a.intent_id = ANY(%(intent_id)s::uuid[])
 RETURNING a.tenant_id, a.intent_id, a.n,
     EXISTS (SELECT 1 FROM observations o
             WHERE o.intent_id IS NULL AND o.provider = a.provider
@@ -135,9 +137,11 @@ WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s
 -- skipped, not waited for: their move ends or renews the lease anyway, and
 -- waiting on them, in whatever order the rows come, deadlocked against the
 -- same worker's recording of a group.
+-- The outer match is on the primary key: by `id` alone it was a scan of
+-- the table for each leased row (20 ms at 20k intents).
 UPDATE intents SET lease_expires_at = %(lease_expires_at)s
-WHERE id IN (
-    SELECT id FROM intents
+WHERE (tenant_id, id) IN (
+    SELECT tenant_id, id FROM intents
     WHERE state = 'sending' AND lease_owner = %(owner)s AND id = ANY(%(ids)s)
     FOR UPDATE SKIP LOCKED
 );
