@@ -23,7 +23,7 @@ from tidings.domain.policy import Decision, Policy, dispatch_action, limit_decis
 from tidings.domain.transitions import Event
 from tidings.observability.metrics import record_rate_limit_wait
 from tidings.store import ledger
-from tidings.store.database import columns, execute, fetch_all
+from tidings.store.database import execute, fetch_all, records
 
 Conn = psycopg.Connection[Any]
 
@@ -124,7 +124,7 @@ class _Moves:
             }
             for s, _ in starts
         ]
-        params = {**columns(rows), "provider": self.request.provider, "now": self.now}
+        params = {**records(rows), "provider": self.request.provider, "now": self.now}
         execute(self.conn, "open_attempts", params)
         for start, intent in starts:
             assert intent is not None

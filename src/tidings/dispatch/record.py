@@ -32,7 +32,7 @@ from tidings.providers.base import (
     SendResult,
 )
 from tidings.store import contacts, ledger
-from tidings.store.database import columns, execute, fetch_all, fetch_one
+from tidings.store.database import execute, fetch_all, fetch_one, records
 
 Conn = psycopg.Connection[Any]
 
@@ -129,7 +129,7 @@ def _accepted_many(
                 "checks_expire_at": now + timedelta(seconds=schedule.give_up_after_seconds),
             }
         )
-    rows = fetch_all(conn, "attempts_accepted", {**columns(batch), "now": now})
+    rows = fetch_all(conn, "attempts_accepted", {**records(batch), "now": now})
     settled = {(r["tenant_id"], r["intent_id"], r["n"]): r for r in rows}
     steps = [
         ledger.Step(

@@ -16,10 +16,11 @@ import socket
 import threading
 import time
 from collections.abc import Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from queue import Empty, SimpleQueue
+from typing import TYPE_CHECKING, Any, Final
 
 import httpx
 import psycopg
@@ -82,30 +83,40 @@ class WorkerConfig:
     seed: int | None = None
 
 
-class Doorbell:
-    """Rung when a channel has new due intents; waited on beside its sends.
+class Inbox:
+    """What wakes a channel's loop: a send that finished, or a ring (new due
+    intents were announced, or the worker is stopping).
 
-    A future rather than an event, so `concurrent.futures.wait` can watch it
-    together with the provider calls in flight.
+    One queue that finished sends and rings both land in, so the loop
+    sleeps on one `get` and wakes for whichever comes first. Watching the
+    sends with `concurrent.futures.wait` instead cost a lock round on every
+    future in flight at each wake-up: a fifth of a worker's time with a
+    window of 32 fast sends.
     """
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._future: Future[None] = Future()
+    RING: Final = object()
 
-    def future(self) -> Future[None]:
-        with self._lock:
-            return self._future
+    def __init__(self) -> None:
+        self._queue: SimpleQueue[Any] = SimpleQueue()
 
     def ring(self) -> None:
-        with self._lock:
-            if not self._future.done():
-                self._future.set_result(None)
+        self._queue.put(self.RING)
 
-    def answered(self, rung: Future[None]) -> None:
-        with self._lock:
-            if self._future is rung:
-                self._future = Future()
+    def deliver(self, future: Future[Any]) -> None:
+        """A done-callback: the send's future, once it has finished."""
+        self._queue.put(future)
+
+    def take(self, timeout: float) -> list[Any]:
+        """What arrived, waiting up to `timeout` for the first of it."""
+        try:
+            items = [self._queue.get(timeout=timeout)]
+        except Empty:
+            return []
+        while True:
+            try:
+                items.append(self._queue.get_nowait())
+            except Empty:
+                return items
 
 
 class Worker:
@@ -128,7 +139,7 @@ class Worker:
         self.facts = facts
         self.rng = random.Random(self.config.seed)
         self.templates = TemplateCache()
-        self._wake = {channel: Doorbell() for channel in self.adapters}
+        self._inboxes = {channel: Inbox() for channel in self.adapters}
         self._inflight: set[Any] = set()
         self._inflight_lock = threading.Lock()
         self._pending: dict[str, dict[Future[Sent | str], Claimed]] = {}
@@ -325,8 +336,8 @@ class Worker:
         for thread in threads:
             thread.start()
         stop.wait()
-        for bell in self._wake.values():
-            bell.ring()
+        for inbox in self._inboxes.values():
+            inbox.ring()
         deadline = time.monotonic() + self.config.lease_seconds + STOP_GRACE_SECONDS
         for thread in threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
@@ -397,25 +408,23 @@ class Worker:
         reconciliation looks it up, as after a crash.
         """
         room = size - len(pending)
+        inbox = self._inboxes[channel]
         if not stop.is_set() and room >= max(1, size // 2):
             claimed = self.claim(channel, room)
             self._hold(claimed)
             for item in claimed:
-                pending[pool.submit(self.send, item)] = item
+                future = pool.submit(self.send, item)
+                pending[future] = item
+                future.add_done_callback(inbox.deliver)
         # New intents (NOTIFY) wake the loop even while answers are awaited,
         # so a create at light load is claimed at once, not after a timeout.
-        bell = self._wake[channel].future()
-        watched: list[Future[Any]] = [bell, *pending]
-        done, _ = wait(watched, self.config.idle_wait, return_when=FIRST_COMPLETED)
-        if bell in done:
-            self._wake[channel].answered(bell)
         answers = []
-        for future in done:
-            if future is bell:
+        for arrived in inbox.take(self.config.idle_wait):
+            # A ring, or a send handed back (canceled) after it was queued.
+            if arrived is Inbox.RING or pending.pop(arrived, None) is None:
                 continue
-            del pending[future]
             try:
-                answers.append(future.result())
+                answers.append(arrived.result())
             except Exception:  # that one's lease recovers it; the others still record
                 log.exception("dispatch %s: a send failed unexpectedly", channel)
         self.record(answers)
@@ -427,9 +436,9 @@ class Worker:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
                     while not stop.is_set():
                         for note in conn.notifies(timeout=0.5, stop_after=1):
-                            bell = self._wake.get(note.payload)
-                            if bell is not None:
-                                bell.ring()
+                            inbox = self._inboxes.get(note.payload)
+                            if inbox is not None:
+                                inbox.ring()
             except psycopg.Error as exc:
                 log.warning("listen: %s", exc)
                 stop.wait(1.0)

@@ -18,7 +18,7 @@ from tidings.domain.errors import StaleTransition
 from tidings.domain.intent import Attempt, Intent, TimelineEntry
 from tidings.domain.states import IntentState, is_terminal
 from tidings.domain.transitions import Event, next_state
-from tidings.store.database import columns, execute, fetch_all, fetch_one
+from tidings.store.database import execute, fetch_all, fetch_one, records
 
 Conn = psycopg.Connection[Any]
 
@@ -140,7 +140,7 @@ def transition_many(conn: Conn, steps: Sequence[Step], *, now: datetime) -> list
         )
         del params["now"]
         batch.append(params)
-    rows = fetch_all(conn, "transition_many", {**columns(batch), "now": now})
+    rows = fetch_all(conn, "transition_many", {**records(batch), "now": now})
     moved = {(r["tenant_id"], r["id"]): Intent.from_row(r) for r in rows}
     return [moved.get((s.intent.tenant_id, s.intent.id)) for s in steps]
 

@@ -87,15 +87,12 @@ SELECT * FROM intents WHERE tenant_id = %(tenant_id)s AND id = %(id)s;
 -- simply absent from the result (someone else moved first), so one stale
 -- intent never costs the others their moves.
 WITH input AS (
-    SELECT * FROM unnest(
-        %(tenant_id)s::text[], %(id)s::uuid[], %(version)s::int[], %(from_state)s::text[],
-        %(to_state)s::text[], %(event)s::text[], %(terminal)s::bool[], %(actor)s::text[],
-        %(input)s::jsonb[], %(next_due_at)s::timestamptz[], %(lease_owner)s::text[],
-        %(lease_expires_at)s::timestamptz[], %(attempts_added)s::int[],
-        %(decision_code)s::text[], %(policy_version)s::text[], %(cancel_reason)s::text[]
-    ) AS t (tenant_id, id, version, from_state, to_state, event, terminal, actor, input,
-            next_due_at, lease_owner, lease_expires_at, attempts_added, decision_code,
-            policy_version, cancel_reason)
+    SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb) AS t (
+        tenant_id text, id uuid, version int, from_state text, to_state text, event text,
+        terminal bool, actor text, input jsonb, next_due_at timestamptz, lease_owner text,
+        lease_expires_at timestamptz, attempts_added int, decision_code text,
+        policy_version text, cancel_reason text)
+    LIMIT %(count)s  -- the batch's size, for the planner (see attempts_accepted)
 ), moved AS (
     UPDATE intents i SET
         state = n.to_state,
@@ -112,11 +109,10 @@ WITH input AS (
         policy_version = coalesce(n.policy_version, i.policy_version),
         cancel_reason = coalesce(n.cancel_reason, i.cancel_reason)
     FROM input n
+    -- A plain join: each input row is one primary-key probe (see
+    -- attempts_accepted for why not `= ANY` conditions as well).
     WHERE i.tenant_id = n.tenant_id AND i.id = n.id
       AND i.version = n.version AND i.state = n.from_state
-      -- The arrays again, as index conditions: a join to the unnest alone
-      -- can be planned as a scan of the whole table.
-      AND i.tenant_id = ANY(%(tenant_id)s::text[]) AND i.id = ANY(%(id)s::uuid[])
     RETURNING i.*
 ), audit AS (
     INSERT INTO transitions (tenant_id, intent_id, version, from_state, to_state, event,
