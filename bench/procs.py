@@ -32,7 +32,7 @@ class WorkerSpec:
     dsn: str
     simulator_url: str | None = None  # None: the in-process simulator, zero latency
     concurrency: int = 8
-    batch_size: int = 50
+    batch_size: int = 100  # WorkerConfig's defaults
     pool_size: int = 10
     ledger_dir: str | None = None  # where an in-process simulator leaves its ledger
 

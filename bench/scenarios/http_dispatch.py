@@ -37,7 +37,7 @@ def run(ctx: Context) -> ScenarioResult:
                 dsn="",
                 simulator_url=base_url,
                 concurrency=concurrency,
-                batch_size=max(50, concurrency),
+                batch_size=max(100, concurrency),
                 pool_size=min(MAX_POOL, concurrency + 4),
             )
             values = repeat(

@@ -11,8 +11,10 @@ from tidings.domain.segments import (
     GSM7_BASIC,
     GSM7_EXTENSION,
     count_segments,
+    encoding_of,
     split_parts,
     unit_cost,
+    units_of,
 )
 
 GSM_CHARS = sorted(GSM7_BASIC | GSM7_EXTENSION)
@@ -143,3 +145,15 @@ def test_segments_are_monotone_in_length(text: str, extra: str) -> None:
 @given(gsm_text, gsm_text)
 def test_appending_never_reduces_segments_within_gsm7(head: str, tail: str) -> None:
     assert count_segments(head + tail).segments >= count_segments(head).segments
+
+
+# Any code point, lone surrogates included (st.text leaves those out).
+raw_text = st.lists(st.integers(0, 0x10FFFF).map(chr), max_size=300).map("".join)
+
+
+@given(st.one_of(raw_text, mixed_text, gsm_text))
+def test_units_counted_in_c_match_the_per_character_costs(text: str) -> None:
+    for encoding in ("GSM-7", "UCS-2"):
+        if encoding == "GSM-7" and encoding_of(text) != "GSM-7":
+            continue
+        assert units_of(text, encoding) == sum(unit_cost(ch, encoding) for ch in text)
