@@ -52,19 +52,23 @@ def parse_channel(value: object) -> Channel:
 
 def normalize_phone(raw: str) -> tuple[str, str | None]:
     """E.164 and the destination country; only full international numbers."""
-    number = _valid_number(raw)
-    e164 = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
-    return e164, phonenumbers.region_code_for_number(number)
+    number, region = _valid_number(raw)
+    return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164), region
 
 
-def _valid_number(raw: str) -> phonenumbers.PhoneNumber:
+def _valid_number(raw: str) -> tuple[phonenumbers.PhoneNumber, str]:
+    """The parsed number and its region (the country, or "001" for a
+    non-geographic number)."""
     try:
         number = phonenumbers.parse(raw, None)
     except phonenumbers.NumberParseException:
         raise InvalidRecipient("recipient.phone", "not an international number") from None
-    if not phonenumbers.is_valid_number(number):
+    # `is_valid_number` is exactly these two steps; the region is asked for
+    # once instead of twice (a fifth of freezing a job's audience).
+    region = phonenumbers.region_code_for_number(number)
+    if region is None or not phonenumbers.is_valid_number_for_region(number, region):
         raise InvalidRecipient("recipient.phone", "not a valid phone number")
-    return number
+    return number, region
 
 
 def zones_of_number(number: phonenumbers.PhoneNumber) -> tuple[str, ...]:
@@ -101,13 +105,11 @@ def parse_recipient(channel: Channel, data: Mapping[str, Any]) -> Recipient:
         phone = data.get("phone")
         if not isinstance(phone, str):
             raise InvalidRecipient("recipient.phone", "an SMS needs a phone number")
-        number = _valid_number(phone)
+        number, country = _valid_number(phone)
         e164 = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
-        country = phonenumbers.region_code_for_number(number)
         zones = () if timezone is not None else zones_of_number(number)
         return Recipient(ref, channel, e164, country, timezone, locale, zones)
     email = data.get("email")
     if not isinstance(email, str):
         raise InvalidRecipient("recipient.email", "an e-mail needs an address")
-    country = data.get("country")
-    return Recipient(ref, channel, normalize_email(email), country, timezone, locale)
+    return Recipient(ref, channel, normalize_email(email), data.get("country"), timezone, locale)
