@@ -126,7 +126,12 @@ def write(ctx: Context, seconds: float) -> Path:
     doc = document(ctx, seconds)
     folder: Path = ctx.config.results_dir
     folder.mkdir(parents=True, exist_ok=True)
-    stem = folder / time.strftime("%Y-%m-%d")
+    # A run of some scenarios (--only) is filed apart, so it never replaces
+    # the day's run of them all: 2026-11-30-scale-full.json, say.
+    parts = [time.strftime("%Y-%m-%d"), *ctx.config.only]
+    if ctx.config.only and ctx.config.full:
+        parts.append("full")
+    stem = folder / "-".join(parts)
     stem.with_suffix(".json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     stem.with_suffix(".md").write_text(markdown(ctx, doc))
     show(ctx, doc)
