@@ -141,18 +141,18 @@ def _accepted_many(
         )
         for item in sent
     ]
-    moved = ledger.transition_many(conn, steps, now=now)
+    moved = ledger.move_many(conn, steps, now=now)
     outcomes = []
-    for item, intent in zip(sent, moved, strict=True):
+    for item, intent_moved in zip(sent, moved, strict=True):
         c = item.claimed
         row = settled.get((c.intent.tenant_id, c.intent.id, c.n))
         if row is None and item.segments is not None:  # the cost is a fact all the same
             _segments(conn, c, item.segments, item.encoding)
         if row is None or row["has_unmatched"]:
             rematch(conn, c.provider, _message_id(item), now)
-        if intent is not None and row is None:  # a receipt settled the attempt first
+        if intent_moved and row is None:  # a receipt settled the attempt first
             _carry(conn, c, now)
-        outcomes.append("moved" if intent is not None else "stale")
+        outcomes.append("moved" if intent_moved else "stale")
     return outcomes
 
 

@@ -196,6 +196,8 @@ class Worker:
             results = [next(outcomes) if isinstance(s, Sent) else s for s in sent]
         finally:
             self._release([s.claimed for s in answers])
+        if not log.isEnabledFor(logging.INFO):  # spare each answer its log context
+            return results
         for item, outcome in zip(sent, results, strict=True):
             if isinstance(item, Sent):
                 with self._context(item.claimed):

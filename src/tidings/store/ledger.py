@@ -18,7 +18,7 @@ from tidings.domain.errors import StaleTransition
 from tidings.domain.intent import Attempt, Intent, TimelineEntry
 from tidings.domain.states import IntentState, is_terminal
 from tidings.domain.transitions import Event, next_state
-from tidings.store.database import execute, fetch_all, fetch_one, records
+from tidings.store.database import Row, execute, fetch_all, fetch_one, records
 
 Conn = psycopg.Connection[Any]
 
@@ -130,6 +130,17 @@ def transition_many(conn: Conn, steps: Sequence[Step], *, now: datetime) -> list
     row changed since it was read (that step's StaleTransition). A move the
     table forbids raises InvalidTransition before anything is written.
     """
+    moved = _moved_rows(conn, steps, now)
+    return [None if row is None else Intent.from_row(row) for row in moved]
+
+
+def move_many(conn: Conn, steps: Sequence[Step], *, now: datetime) -> list[bool]:
+    """`transition_many` for a caller that needs only which intents moved:
+    reading back each moved intent was a tenth of a worker's time."""
+    return [row is not None for row in _moved_rows(conn, steps, now)]
+
+
+def _moved_rows(conn: Conn, steps: Sequence[Step], now: datetime) -> list[Row | None]:
     if not steps:
         return []
     batch = []
@@ -141,7 +152,7 @@ def transition_many(conn: Conn, steps: Sequence[Step], *, now: datetime) -> list
         del params["now"]
         batch.append(params)
     rows = fetch_all(conn, "transition_many", {**records(batch), "now": now})
-    moved = {(r["tenant_id"], r["id"]): Intent.from_row(r) for r in rows}
+    moved = {(r["tenant_id"], r["id"]): r for r in rows}
     return [moved.get((s.intent.tenant_id, s.intent.id)) for s in steps]
 
 
