@@ -18,6 +18,11 @@ def dispatched(conn: psycopg.Connection[tuple[int]]) -> int:
     return int(found[0]) if found else 0
 
 
+def dispatched_count(dsn: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return dispatched(conn)
+
+
 def wait_dispatched(dsn: str, target: int, started: float, cap_s: float) -> tuple[int, float]:
     """Poll until `target` intents are dispatched or `cap_s` passed: (count, seconds)."""
     with psycopg.connect(dsn, autocommit=True) as conn:

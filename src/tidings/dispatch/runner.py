@@ -15,7 +15,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -452,21 +452,35 @@ class Worker:
 
     def _maintain(self, stop: threading.Event) -> None:
         last_purge = 0.0
+        steps = (
+            ("heartbeat", self.heartbeat),
+            ("prepare jobs", self.prepare_jobs_once),
+            ("sweep", self.sweep_once),
+            ("alerts", lambda: self.alerts.tick(self.t.clock.now())),
+            ("event push", self.push_events_once),
+            ("reconcile", self.reconcile_once),
+        )
         while not stop.wait(self.config.maintenance_interval):
-            try:
-                self.heartbeat()
-                self.prepare_jobs_once()
-                self.sweep_once()
-                self.alerts.tick(self.t.clock.now())
-                self.push_events_once()
-                self.reconcile_once()
-                if time.monotonic() - last_purge >= self.config.purge_interval:
-                    purge(self.t.db, self.t.clock.now())
-                    last_purge = time.monotonic()
-            except psycopg.Error as exc:
-                log.warning("maintenance: %s", exc)
-            except Exception:  # keep sweeping and reconciling whatever one step did
-                log.exception("maintenance: unexpected error")
+            # Each step on its own: one that fails (the alert scan over a
+            # million-intent backlog ran into its statement timeout) must
+            # not cost the others, reconciliation above all, their turn.
+            for name, step in steps:
+                _maintenance_step(name, step)
+            due = time.monotonic() - last_purge >= self.config.purge_interval
+            if due and _maintenance_step("purge", lambda: purge(self.t.db, self.t.clock.now())):
+                last_purge = time.monotonic()
+
+
+def _maintenance_step(name: str, step: Callable[[], object]) -> bool:
+    try:
+        step()
+    except psycopg.Error as exc:
+        log.warning("maintenance (%s): %s", name, exc)
+        return False
+    except Exception:  # keep sweeping and reconciling whatever one step did
+        log.exception("maintenance (%s): unexpected error", name)
+        return False
+    return True
 
 
 def _call(adapter: ProviderAdapter, message: Any, key: str) -> SendResult:
