@@ -358,3 +358,33 @@ def test_alert_config_from_the_environment() -> None:
     assert config.objective_for("report_delivery", "email") == Objective(120, 7200, 3)
     assert config.objective_for("waitlist_offer", "sms") == config.unreconciled
     assert config.webhook_url == "http://127.0.0.1:9/alerts"
+
+
+def test_a_due_backlog_alert_rolls_up_every_held_intent(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    """Counts, names and the oldest across intents of several classes and
+    recipients (the backlog is grouped finely, then rolled up per channel)."""
+    publish_offer_template(tidings)
+    tidings.set_control("kill_switch", True, channel="sms")
+    later = clock.now() + timedelta(hours=2)
+    oldest = offer(tidings, 1, expires_at=later)
+    clock.advance(seconds=30)
+    offer(tidings, 2, expires_at=later, event_class="class_reminder")
+    offer(
+        tidings,
+        3,
+        expires_at=later,
+        recipient={"ref": "member-1801", "phone": "+14155550123"},
+        variables={"class_name": "Spin 7am", "deadline": "18:00", "report_id": "8421"},
+    )
+    clock.advance(minutes=6)
+    [alert] = evaluate_alerts(tidings, clock.now(), AlertConfig())
+    assert alert.key == "due_backlog:sms"
+    assert alert.details["affected_intents"] == 3
+    assert alert.details["affected_recipients"] == 2  # member-1801 twice
+    assert alert.details["oldest_intent_id"] == str(oldest.id)
+    assert alert.details["oldest_due_age_seconds"] == 390
+    assert alert.details["event_class"] == "class_reminder, waitlist_offer"
+    assert alert.details["report_ids"] == ["8421"]
+    assert alert.details["template_revisions"] == ["waitlist_offer rev 1"]
