@@ -1,8 +1,8 @@
 """A channel busy waiting for an answer still wakes for a new intent.
 
-Its loop waits on the calls in flight and on a doorbell the LISTEN thread
-rings; with the timed scan set far out (30 s), only the doorbell can make
-it claim the second intent while the first call is still hanging.
+Its loop sleeps on one inbox that finished calls and the LISTEN thread's
+rings both land in; with the timed scan set far out (30 s), only the ring
+can make it claim the second intent while the first call is still hanging.
 """
 
 from __future__ import annotations

@@ -89,37 +89,46 @@ LEFT JOIN allowed a
 GROUP BY t.tenant_id;
 
 -- name: alert_unreconciled
--- Per event class and channel: what the page must name. The report may be
--- a column (jobs) or a variable; to_jsonb reads either without failing when
--- the column does not exist.
+-- Per event class and channel: what the page must name. The report is a
+-- column (jobs) or a variable. Grouped finely first (hash aggregates), then
+-- rolled up, the oldest found through `intents_unreconciled`: sorting every
+-- unreconciled row for DISTINCT aggregates, with to_jsonb of each, ran past
+-- the scan's statement timeout in a 1M-recipient job (see alert_due).
 WITH u AS (
-    SELECT i.tenant_id, i.id, i.event_class, i.channel, i.recipient_ref, i.created_at,
-           i.job_id, i.template_name, i.template_revision,
+    SELECT i.tenant_id, i.event_class, i.channel, i.job_id, i.template_name,
+           i.template_revision,
            coalesce(i.report_id, i.variables ->> 'report_id',
                     i.variables -> 'report' ->> 'id') AS report_id,
            coalesce(i.report_revision::text, i.variables ->> 'report_revision',
                     i.variables -> 'report' ->> 'revision') AS report_revision,
-           (SELECT a.provider FROM attempts a
-            WHERE a.tenant_id = i.tenant_id AND a.intent_id = i.id AND a.n = i.attempt_count)
-               AS provider
+           a.provider, count(*) AS intents, min(i.created_at) AS oldest_at
     FROM intents i
+    LEFT JOIN attempts a
+           ON a.tenant_id = i.tenant_id AND a.intent_id = i.id AND a.n = i.attempt_count
     WHERE i.state IN ('sending', 'accepted', 'reconciling')
-), oldest AS (
-    SELECT DISTINCT ON (tenant_id, event_class, channel) tenant_id, event_class, channel,
-           id AS oldest_id
-    FROM u ORDER BY tenant_id, event_class, channel, created_at, id
+    GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
+), recipients AS (
+    SELECT tenant_id, event_class, channel, count(*) AS recipients
+    FROM (SELECT i.tenant_id, i.event_class, i.channel, i.recipient_ref FROM intents i
+          WHERE i.state IN ('sending', 'accepted', 'reconciling')
+          GROUP BY 1, 2, 3, 4) AS r
+    GROUP BY tenant_id, event_class, channel
 )
-SELECT u.tenant_id, u.event_class, u.channel, count(*) AS intents,
-       count(DISTINCT u.recipient_ref) AS recipients, min(u.created_at) AS oldest_at,
-       o.oldest_id,
+SELECT u.tenant_id, u.event_class, u.channel, sum(u.intents)::bigint AS intents,
+       r.recipients, min(u.oldest_at) AS oldest_at,
+       (SELECT o.id FROM intents o
+        WHERE o.event_class = u.event_class AND o.channel = u.channel
+          AND o.tenant_id = u.tenant_id
+          AND o.state IN ('sending', 'accepted', 'reconciling')
+        ORDER BY o.created_at, o.id LIMIT 1) AS oldest_id,
        (array_agg(DISTINCT u.job_id::text) FILTER (WHERE u.job_id IS NOT NULL))[1:10] AS job_ids,
        (array_agg(DISTINCT u.report_id || coalesce(' rev ' || u.report_revision, ''))
             FILTER (WHERE u.report_id IS NOT NULL))[1:10] AS report_ids,
        (array_agg(DISTINCT u.template_name || coalesce(' rev ' || u.template_revision, '')))[1:10]
            AS templates,
        (array_agg(DISTINCT u.provider) FILTER (WHERE u.provider IS NOT NULL))[1:10] AS providers
-FROM u JOIN oldest o USING (tenant_id, event_class, channel)
-GROUP BY u.tenant_id, u.event_class, u.channel, o.oldest_id;
+FROM u JOIN recipients r USING (tenant_id, event_class, channel)
+GROUP BY u.tenant_id, u.event_class, u.channel, r.recipients;
 
 -- name: alert_due
 -- Due intents per channel that no worker has claimed. Grouped finely first
