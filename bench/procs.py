@@ -22,6 +22,8 @@ from typing import Any
 
 import httpx
 
+from tidings.dispatch.runner import WorkerConfig
+
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
 _spawn = mp.get_context("spawn")
@@ -32,7 +34,7 @@ class WorkerSpec:
     dsn: str
     simulator_url: str | None = None  # None: the in-process simulator, zero latency
     concurrency: int = 8
-    batch_size: int = 100  # WorkerConfig's defaults
+    batch_size: int = WorkerConfig.batch_size
     pool_size: int = 10
     ledger_dir: str | None = None  # where an in-process simulator leaves its ledger
 
