@@ -23,7 +23,7 @@ from bench import api_client
 from bench.context import Context
 from bench.model import Measure, ScenarioResult, repeat
 from bench.procs import WorkerGroup, WorkerSpec, api, peak_rss_mb, simulator
-from bench.progress import dispatched_count, wait_dispatched
+from bench.progress import still_queued, wait_dispatched
 from bench.scenarios.creation import FROZEN
 from bench.seed import published_template
 
@@ -81,12 +81,13 @@ def _once(ctx: Context, template: str, size: int) -> dict[str, float]:
                 raise RuntimeError(f"{size:,} recipients not frozen in {FREEZE_CAP_S:.0f} s")
             # Workers dispatch while the job is prepared; only what they send
             # after it counts against the time after it.
-            before = dispatched_count(dsn)
+            since, remaining = still_queued(dsn, size)
+            measured_from = time.perf_counter()
             done, spent = wait_dispatched(
-                dsn, size, frozen_at, min(ctx.config.seconds, DISPATCH_CAP_S)
+                dsn, remaining, measured_from, min(ctx.config.seconds, DISPATCH_CAP_S), since
             )
             rss = {"rss_worker": group.peak_rss_mb(), "rss_api": peak_rss_mb(api_pid)}
-        freeze, send = (frozen_at - started) / size, spent / max(done - before, 1)
+        freeze, send = (frozen_at - started) / size, spent / max(done, 1)
         return {
             "per_recipient_ms": (freeze + send) * 1000,
             "freeze_ms": freeze * 1000,
