@@ -152,3 +152,24 @@ def test_the_sweeper_evaluates_at_most_once_per_interval(
     clock.advance(20)
     assert s.tick(clock.now()) is not None
     assert len(receiver.requests) == 1
+
+
+def test_workers_share_one_evaluation_per_interval(
+    tidings: Tidings, clock: ManualClock, receiver: Receiver
+) -> None:
+    held_offer(tidings, clock)
+    first, second = (sweeper(tidings, receiver.url, interval_seconds=30) for _ in range(2))
+    opened = first.tick(clock.now())
+    assert opened is not None and opened.changes and len(opened.changes.opened) == 1
+    # The second worker's first tick falls in the round the first one took.
+    skipped = second.tick(clock.now())
+    assert skipped is not None and skipped.changes is None
+    clock.advance(15)
+    assert first.tick(clock.now()) is None  # its own timer: too soon
+    clock.advance(20)
+    again = second.tick(clock.now())
+    assert again is not None and again.changes is not None
+    # A clock set back must not silence the alerts until it catches up.
+    clock.advance(-3600)
+    back = first.tick(clock.now())
+    assert back is not None and back.changes is not None

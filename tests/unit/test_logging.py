@@ -79,6 +79,20 @@ def test_context_vars_appear_on_every_line(stream: io.StringIO) -> None:
     assert "intent_id" not in after
 
 
+def test_a_nested_context_restores_what_it_overrode(stream: io.StringIO) -> None:
+    log = get_logger("tidings.dispatch")
+    with log_context(channel="sms", intent_id="outer"):
+        with log_context(intent_id="inner", attempt_key="k-1"):
+            log.info("inner")
+        log.info("outer")
+    log.info("none")
+    inner, outer, none = lines(stream)
+    assert (inner["intent_id"], inner["attempt_key"], inner["channel"]) == ("inner", "k-1", "sms")
+    assert (outer["intent_id"], outer["channel"]) == ("outer", "sms")
+    assert "attempt_key" not in outer
+    assert not {"intent_id", "channel", "attempt_key"} & none.keys()
+
+
 def test_values_and_message_are_redacted(stream: io.StringIO) -> None:
     log = get_logger("tidings.test")
     log.info(

@@ -204,6 +204,8 @@ def _shadow_scopes(conn: Conn, tenants: set[str]) -> set[tuple[str, str, str]]:
 
 
 def _covered(intent: Intent, scopes: set[tuple[str, str, str]]) -> bool:
+    if not scopes:  # shadow mode is rare; this runs for every claimed intent
+        return False
     country = intent.country or ""
     return any(
         (intent.tenant_id, channel, c) in scopes

@@ -50,6 +50,7 @@ Severity = Literal["warning", "page"]
 
 # Any fixed 64-bit number; only one worker evaluates per round.
 ALERTS_LOCK = 0x74696469_616C7274
+ROUND_SCOPE = "alerts"  # the periodic evaluation's row in alert_rounds
 KILL_SWITCH = "PUT /v1/controls/kill-switch"
 
 
@@ -300,13 +301,23 @@ class AlertChanges:
 
 
 def sync_alerts(
-    tidings: Tidings, now: datetime, config: AlertConfig | None = None
+    tidings: Tidings,
+    now: datetime,
+    config: AlertConfig | None = None,
+    *,
+    every: float | None = None,
 ) -> AlertChanges | None:
-    """Evaluate and store in one transaction; None when another worker is at it."""
+    """Evaluate and store in one transaction; None when another worker is at
+    it or, with `every` (seconds), when any worker evaluated less than that
+    long ago: the workers share one periodic round."""
     with tidings.db.transaction() as conn:
         row = fetch_one(conn, "alerts_lock", {"lock": ALERTS_LOCK})
         if not (row and row["locked"]):
             return None
+        if every is not None:
+            params = {"scope": ROUND_SCOPE, "now": now, "every": every}
+            if fetch_one(conn, "alert_round_claim", params) is None:
+                return None
         return store(conn, evaluate(conn, now, config or AlertConfig.from_env()), now)
 
 
@@ -369,15 +380,18 @@ class AlertSweeper:
         self._last: datetime | None = None
 
     def tick(self, now: datetime) -> AlertRound | None:
-        if self._last is not None and (now - self._last).total_seconds() < (
-            self.config.interval_seconds
+        """The periodic round: at most once an interval here, and across all
+        workers (a round another worker took evaluates nothing here)."""
+        if self._last is not None and (
+            0 <= (now - self._last).total_seconds() < self.config.interval_seconds
         ):
-            return None
+            return None  # (a clock set back starts a new round at once)
         self._last = now
-        return self.run(now)
+        return self.run(now, shared=True)
 
-    def run(self, now: datetime) -> AlertRound:
-        changes = sync_alerts(self.t, now, self.config)
+    def run(self, now: datetime, *, shared: bool = False) -> AlertRound:
+        every = self.config.interval_seconds if shared else None
+        changes = sync_alerts(self.t, now, self.config, every=every)
         for row in changes.opened if changes else ():
             log.warning("alert opened: %s %s", row["severity"], row["summary"])
         for row in changes.resolved if changes else ():

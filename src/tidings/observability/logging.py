@@ -238,8 +238,14 @@ def clear_context() -> None:
 @contextmanager
 def log_context(**values: Any) -> Iterator[None]:
     """Bind values for the duration of a ``with`` block, then restore."""
-    with structlog.contextvars.bound_contextvars(**values):
+    # Reset by token, not structlog's `bound_contextvars`: that one copies
+    # the whole context to save what it overrides, once per send and per
+    # record on the dispatch path (bench/results, profile).
+    tokens = structlog.contextvars.bind_contextvars(**values)
+    try:
         yield
+    finally:
+        structlog.contextvars.reset_contextvars(**tokens)
 
 
 def current_context() -> MutableMapping[str, Any]:

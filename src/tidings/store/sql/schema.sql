@@ -432,6 +432,13 @@ CREATE TABLE alerts (
 CREATE UNIQUE INDEX alerts_open ON alerts (tenant_id, key) WHERE resolved_at IS NULL;
 CREATE INDEX alerts_recent ON alerts (tenant_id, opened_at DESC);
 
+-- When the alert conditions were last evaluated, across every worker, so
+-- that N workers scan the ledger once an interval between them.
+CREATE TABLE alert_rounds (
+    scope   text        PRIMARY KEY,
+    last_at timestamptz NOT NULL
+);
+
 -- The console's states-over-time chart walks back from the current counts
 -- through the last hour of transitions; without this it scans them all.
 CREATE INDEX transitions_recent ON transitions (tenant_id, at);

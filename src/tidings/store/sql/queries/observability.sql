@@ -192,6 +192,16 @@ GROUP BY t.tenant_id;
 -- One evaluator at a time across workers; the others skip this round.
 SELECT pg_try_advisory_xact_lock(%(lock)s) AS locked;
 
+-- name: alert_round_claim
+-- The periodic evaluation's turn: taken when the last one is at least an
+-- interval old (or in the future: a clock set back must not stop alerts),
+-- in the evaluation's transaction, so a round that fails is not counted.
+INSERT INTO alert_rounds (scope, last_at) VALUES (%(scope)s, %(now)s)
+ON CONFLICT (scope) DO UPDATE SET last_at = EXCLUDED.last_at
+WHERE alert_rounds.last_at <= EXCLUDED.last_at - make_interval(secs => %(every)s)
+   OR alert_rounds.last_at > EXCLUDED.last_at
+RETURNING last_at;
+
 -- name: alerts_open_all
 SELECT * FROM alerts WHERE resolved_at IS NULL ORDER BY tenant_id, opened_at;
 
