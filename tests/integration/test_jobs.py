@@ -11,6 +11,7 @@ import pytest
 
 from tidings import IdempotencyConflict, IntentState, ManualClock, Tidings
 from tidings.dispatch.message import TemplateCache, prepare
+from tidings.jobs import prepare as prepare_module
 
 from .dispatch_helpers import sends, simulator, worker
 
@@ -273,3 +274,23 @@ def test_no_send_after_the_token_expired(tidings: Tidings, clock: ManualClock) -
     with tidings.db.transaction() as conn:
         states = {r["state"] for r in conn.execute("SELECT state FROM intents").fetchall()}
     assert states == {IntentState.EXPIRED.value}
+
+
+@pytest.mark.usefixtures("with_report")
+def test_a_budgeted_preparation_goes_on_page_by_page(
+    tidings: Tidings, clock: ManualClock, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worker prepares in budgets on a thread of its own, so its heartbeat,
+    # sweep and reconciliation never wait for a million-recipient job.
+    monkeypatch.setattr(prepare_module, "PAGE_SIZE", 3)
+    job = report_job(tidings, audience=audience(7))
+    w = worker(tidings, simulator(clock))
+    progress = []
+    for _ in range(3):
+        assert w.prepare_jobs_once(budget_seconds=0.0) == 1
+        view = tidings.job(job["id"])
+        progress.append((view["status"], sum(view["counts"].values())))
+    assert progress == [("preparing", 3), ("preparing", 6), ("dispatching", 7)]
+    assert w.prepare_jobs_once(budget_seconds=0.0) == 0  # nothing left to prepare
+    with psycopg.connect(db_url) as conn:
+        assert count(conn, "SELECT count(*) FROM intents") == 7

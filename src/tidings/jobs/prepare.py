@@ -8,6 +8,7 @@ page insert nothing twice. Memory is bounded by the page, not the audience.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -74,13 +75,21 @@ class PageFacts:
     consents: Mapping[tuple[str, str], list[ConsentEvidence]]  # (ref, channel)
 
 
-def prepare_next(db: Database, now: datetime) -> dict[str, Any] | None:
-    """Prepare one waiting job completely; None when no job waits."""
+def prepare_next(
+    db: Database, now: datetime, budget_seconds: float | None = None
+) -> dict[str, Any] | None:
+    """Prepare one waiting job; None when no job waits.
+
+    Completely, or with `budget_seconds` until a page ends past the budget:
+    the job is then returned still `preparing`, and the next call (here or
+    in any other worker) goes on from the page it reached.
+    """
     with db.transaction() as conn:
         job = fetch_one(conn, "claim_preparing_job", {})
     if job is None:
         return None
     key = {"tenant_id": job["tenant_id"], "id": job["id"]}
+    until = None if budget_seconds is None else time.monotonic() + budget_seconds
     while True:
         with db.transaction() as conn:
             job = fetch_one(conn, "lock_job", key)
@@ -91,6 +100,8 @@ def prepare_next(db: Database, now: datetime) -> dict[str, Any] | None:
             if done:
                 execute(conn, "job_prepared", {**key, "now": now})
                 return job
+        if until is not None and time.monotonic() >= until:
+            return job
 
 
 def prepare_page(conn: Conn, job: Mapping[str, Any], after: int, now: datetime) -> tuple[int, bool]:
