@@ -63,6 +63,8 @@ def test_workers_racing_send_each_attempt_once(db_url: str, tmp_path: Path, work
                 timeout=240,
                 what="every intent claimed, recorded and reconciled",
             )
+        except AssertionError as exc:  # say where they stopped
+            raise AssertionError(f"{exc}: {states(db_url)}") from None
         finally:
             for p in procs:
                 p.send_signal(signal.SIGTERM)
