@@ -173,3 +173,58 @@ def test_workers_share_one_evaluation_per_interval(
     clock.advance(-3600)
     back = first.tick(clock.now())
     assert back is not None and back.changes is not None
+
+
+def round_cost(t: Tidings) -> float:
+    with t.db.transaction() as conn:
+        row = conn.execute("SELECT took_seconds FROM alert_rounds WHERE scope = 'alerts'")
+        return float(row.fetchone()["took_seconds"])
+
+
+def test_a_costly_round_spaces_the_next_in_proportion(
+    tidings: Tidings, clock: ManualClock, receiver: Receiver
+) -> None:
+    held_offer(tidings, clock)
+    first, second = (sweeper(tidings, receiver.url, interval_seconds=30) for _ in range(2))
+    opened = first.tick(clock.now())
+    assert opened is not None and opened.changes is not None
+    assert 0 < round_cost(tidings) < 5  # measured: what this round took
+    # As if the scans had taken 10 s (a million intents due): the next
+    # round waits 20 times that, not the 30 s interval.
+    with tidings.db.transaction() as conn:
+        conn.execute("UPDATE alert_rounds SET took_seconds = 10 WHERE scope = 'alerts'")
+    clock.advance(31)
+    skipped = second.tick(clock.now())
+    assert skipped is not None and skipped.changes is None
+    clock.advance(170)  # 201 s after the costly round
+    again = first.tick(clock.now())
+    assert again is not None and again.changes is not None
+    assert round_cost(tidings) < 5  # the cheap round's own cost replaces it
+
+
+def test_a_round_past_its_statement_timeout_is_counted(
+    tidings: Tidings, clock: ManualClock, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tidings.observability import alerts
+
+    held_offer(tidings, clock)
+    real = alerts.evaluate
+
+    def slow(conn: Any, now: Any, config: AlertConfig) -> Any:
+        # A real timeout from the server, as a scan over a huge backlog gets.
+        conn.execute("SET LOCAL statement_timeout = 50")
+        conn.execute("SELECT pg_sleep(0.5)")
+        return real(conn, now, config)
+
+    monkeypatch.setattr(alerts, "evaluate", slow)
+    first, second = (sweeper(tidings, receiver.url, interval_seconds=30) for _ in range(2))
+    with pytest.raises(Exception, match="statement timeout"):
+        first.tick(clock.now())
+    assert round_cost(tidings) >= 0.05
+    monkeypatch.setattr(alerts, "evaluate", real)
+    # Counted: the other worker does not start the same round again at once.
+    skipped = second.tick(clock.now())
+    assert skipped is not None and skipped.changes is None
+    clock.advance(31)
+    again = second.tick(clock.now())
+    assert again is not None and again.changes is not None and again.changes.opened

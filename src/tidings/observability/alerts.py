@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -42,7 +43,7 @@ from tidings.client import Tidings
 from tidings.domain.ids import uuid7
 from tidings.observability.alert_webhook import AlertWebhook, deliver_pending, jsonable
 from tidings.observability.metrics import SCRAPE_TIMEOUT_MS, allowed_transitions
-from tidings.store.database import Row, fetch_all, fetch_one
+from tidings.store.database import Row, execute, fetch_all, fetch_one
 
 log = logging.getLogger("tidings.alerts")
 Conn = psycopg.Connection[Any]
@@ -51,6 +52,9 @@ Severity = Literal["warning", "page"]
 # Any fixed 64-bit number; only one worker evaluates per round.
 ALERTS_LOCK = 0x74696469_616C7274
 ROUND_SCOPE = "alerts"  # the periodic evaluation's row in alert_rounds
+# A shared round starts no sooner than this many times the last one took:
+# evaluating takes at most a twentieth of the time, however long the scans.
+ROUND_SPACING = 20.0
 KILL_SWITCH = "PUT /v1/controls/kill-switch"
 
 
@@ -308,17 +312,34 @@ def sync_alerts(
     every: float | None = None,
 ) -> AlertChanges | None:
     """Evaluate and store in one transaction; None when another worker is at
-    it or, with `every` (seconds), when any worker evaluated less than that
-    long ago: the workers share one periodic round."""
-    with tidings.db.transaction() as conn:
-        row = fetch_one(conn, "alerts_lock", {"lock": ALERTS_LOCK})
-        if not (row and row["locked"]):
-            return None
-        if every is not None:
-            params = {"scope": ROUND_SCOPE, "now": now, "every": every}
-            if fetch_one(conn, "alert_round_claim", params) is None:
+    it or, with `every` (seconds), when the workers' shared round is not due:
+    any worker evaluated less than `every` ago, or less than ROUND_SPACING
+    times as long ago as that evaluation took."""
+    started = time.monotonic()
+    try:
+        with tidings.db.transaction() as conn:
+            row = fetch_one(conn, "alerts_lock", {"lock": ALERTS_LOCK})
+            if not (row and row["locked"]):
                 return None
-        return store(conn, evaluate(conn, now, config or AlertConfig.from_env()), now)
+            if every is not None:
+                params = {"scope": ROUND_SCOPE, "now": now, "every": every,
+                          "spacing": ROUND_SPACING}  # fmt: skip
+                if fetch_one(conn, "alert_round_claim", params) is None:
+                    return None
+            changes = store(conn, evaluate(conn, now, config or AlertConfig.from_env()), now)
+            if every is not None:
+                took = time.monotonic() - started
+                execute(conn, "alert_round_cost", {"scope": ROUND_SCOPE, "took": took})
+            return changes
+    except psycopg.errors.QueryCanceled:
+        # The scans ran past their timeout: count the round and its cost, or
+        # every worker would start it again each interval and fail again.
+        if every is not None:
+            took = time.monotonic() - started
+            params = {"scope": ROUND_SCOPE, "now": now, "every": every, "took": took}
+            with tidings.db.transaction() as conn:
+                execute(conn, "alert_round_failed", params)
+        raise
 
 
 def store(conn: Conn, alerts: list[Alert], now: datetime) -> AlertChanges:

@@ -438,6 +438,8 @@ CREATE TABLE alert_rounds (
     scope   text        PRIMARY KEY,
     last_at timestamptz NOT NULL
 );
+-- The last round's cost: the next waits many times as long (0012).
+ALTER TABLE alert_rounds ADD COLUMN took_seconds double precision NOT NULL DEFAULT 0;
 
 -- The console's states-over-time chart walks back from the current counts
 -- through the last hour of transitions; without this it scans them all.

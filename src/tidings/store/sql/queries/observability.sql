@@ -194,13 +194,27 @@ SELECT pg_try_advisory_xact_lock(%(lock)s) AS locked;
 
 -- name: alert_round_claim
 -- The periodic evaluation's turn: taken when the last one is at least an
--- interval old (or in the future: a clock set back must not stop alerts),
--- in the evaluation's transaction, so a round that fails is not counted.
+-- interval old, and at least `spacing` times what that one took (or in the
+-- future: a clock set back must not stop alerts), in the evaluation's
+-- transaction, so a round that fails is counted only by alert_round_failed.
 INSERT INTO alert_rounds (scope, last_at) VALUES (%(scope)s, %(now)s)
 ON CONFLICT (scope) DO UPDATE SET last_at = EXCLUDED.last_at
-WHERE alert_rounds.last_at <= EXCLUDED.last_at - make_interval(secs => %(every)s)
+WHERE alert_rounds.last_at <= EXCLUDED.last_at - make_interval(
+          secs => greatest(%(every)s, %(spacing)s * alert_rounds.took_seconds))
    OR alert_rounds.last_at > EXCLUDED.last_at
 RETURNING last_at;
+
+-- name: alert_round_cost
+UPDATE alert_rounds SET took_seconds = %(took)s WHERE scope = %(scope)s;
+
+-- name: alert_round_failed
+-- A round that failed (its scans ran past the statement timeout) still cost
+-- what it took: counted, so the next waits in proportion instead of
+-- failing again an interval later.
+INSERT INTO alert_rounds (scope, last_at, took_seconds) VALUES (%(scope)s, %(now)s, %(took)s)
+ON CONFLICT (scope) DO UPDATE SET last_at = EXCLUDED.last_at, took_seconds = EXCLUDED.took_seconds
+WHERE alert_rounds.last_at <= EXCLUDED.last_at - make_interval(secs => %(every)s)
+   OR alert_rounds.last_at > EXCLUDED.last_at;
 
 -- name: alerts_open_all
 SELECT * FROM alerts WHERE resolved_at IS NULL ORDER BY tenant_id, opened_at;
