@@ -23,7 +23,7 @@ from bench import api_client
 from bench.context import Context
 from bench.model import Measure, ScenarioResult, repeat
 from bench.procs import WorkerGroup, WorkerSpec, api, peak_rss_mb, simulator
-from bench.progress import still_queued, wait_dispatched
+from bench.progress import still_queued, wait_dispatched, wait_job
 from bench.scenarios.creation import FROZEN
 from bench.seed import published_template
 
@@ -75,9 +75,9 @@ def _once(ctx: Context, template: str, size: int) -> dict[str, float]:
         ):
             started = group.go()
             job = api_client.submit_uploaded_job(http, f"scale{size}", size)
-            view = api_client.wait_job(http, job, FROZEN, FREEZE_CAP_S)
+            status = wait_job(dsn, job, FROZEN, FREEZE_CAP_S)
             frozen_at = time.perf_counter()
-            if view.get("status") not in FROZEN:
+            if status not in FROZEN:
                 raise RuntimeError(f"{size:,} recipients not frozen in {FREEZE_CAP_S:.0f} s")
             # Workers dispatch while the job is prepared; only what they send
             # after it counts against the time after it.
