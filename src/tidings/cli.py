@@ -92,7 +92,7 @@ def migrate() -> None:
 def worker(
     sms_concurrency: Annotated[int, typer.Option(help="parallel SMS sends")] = 8,
     email_concurrency: Annotated[int, typer.Option(help="parallel e-mail sends")] = 8,
-    batch_size: Annotated[int, typer.Option(help="most intents claimed per transaction")] = 100,
+    batch_size: Annotated[int, typer.Option(help="most intents claimed per transaction")] = 256,
     lease_seconds: Annotated[
         float | None, typer.Option(help="worker lease per claimed intent (TIDINGS_LEASE_SECONDS)")
     ] = None,

@@ -216,9 +216,7 @@ class CoreTransport(httpx.BaseTransport):
             found = self._core.lookup(unquote(path.removeprefix("/messages/")))
         return httpx.Response(200, json=found) if found else httpx.Response(404, json={})
 
-    def send(
-        self, channel: str, body: Any, request: httpx.Request | None = None
-    ) -> httpx.Response:
+    def send(self, channel: str, body: Any, request: httpx.Request | None = None) -> httpx.Response:
         """The core's answer to a send whose JSON body is `body`."""
         reply = self._core.send(channel, body)
         if self._honor_latency:
