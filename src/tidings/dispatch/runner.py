@@ -43,6 +43,7 @@ from tidings.dispatch.record import (
 )
 from tidings.dispatch.retention import purge
 from tidings.dispatch.sweep import sweep
+from tidings.dispatch.window import Window
 from tidings.jobs.prepare import prepare_next
 from tidings.observability.alerts import AlertSweeper
 from tidings.observability.logging import log_context
@@ -65,8 +66,6 @@ NOTIFY_CHANNEL = "tidings_due"
 CONFIG_RETRY_SECONDS = 60.0
 MINT_RETRY_SECONDS = 30.0
 RECORD_TRIES = 3
-# The most claims a channel holds for each of its send threads.
-QUEUED_PER_SEND = 32
 # How long the preparation thread works on a job before it looks at `stop`.
 PREPARE_BUDGET_SECONDS = 1.0
 # Beyond the drain's lease: closing connections, the last log lines.
@@ -144,6 +143,10 @@ class Worker:
         self.rng = random.Random(self.config.seed)
         self.templates = TemplateCache()
         self._inboxes = {channel: Inbox() for channel in self.adapters}
+        self._windows = {
+            channel: Window(max(1, self.config.concurrency.get(channel, 4)), self.config.batch_size)
+            for channel in self.adapters
+        }
         self._inflight: set[Any] = set()
         self._inflight_lock = threading.Lock()
         self._pending: dict[str, dict[Future[Sent | str], Claimed]] = {}
@@ -266,7 +269,9 @@ class Worker:
                     return outcome
         faults.point("before_send")
         log.info("provider call")
+        started = time.monotonic()
         result = _call(adapter, message, claimed.attempt_key)
+        self._windows[claimed.intent.channel].observe(time.monotonic() - started)
         log.info(
             "provider answered",
             extra={
@@ -355,15 +360,8 @@ class Worker:
         return sum(len(pending) for pending in self._pending.values())
 
     def _channel_loop(self, channel: str, stop: threading.Event) -> None:
-        budget = max(1, self.config.concurrency.get(channel, 4))
-        # The window of claimed sends: large enough that claims and records
-        # go in batches (their statements' cost is per batch, not per row:
-        # with 2 workers, 2,000/s at 50, 2,400/s at 100; 3,300/s at 100 and
-        # 4,000/s at 256 on a faster machine), and at most QUEUED_PER_SEND
-        # for each send thread, so a narrow channel does not sit on a
-        # backlog. Queued claims keep their leases (heartbeat).
-        size = min(self.config.batch_size, budget * QUEUED_PER_SEND)
-        pool = ThreadPoolExecutor(budget, thread_name_prefix=f"send-{channel}")
+        window = self._windows[channel]  # its threads: the channel's concurrency budget
+        pool = ThreadPoolExecutor(window.threads, thread_name_prefix=f"send-{channel}")
         pending: dict[Future[Sent | str], Claimed] = {}
         self._pending[channel] = pending
         drain_until: float | None = None
@@ -382,7 +380,7 @@ class Worker:
                 try:
                     if stop.is_set():
                         self._hand_back_unstarted(pending)
-                    self._pump(channel, pool, pending, size, stop)
+                    self._pump(channel, pool, pending, window.size(), stop)
                 except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                     log.warning("dispatch %s: database unavailable: %s", channel, exc)
                     stop.wait(1.0)
