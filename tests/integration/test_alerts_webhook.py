@@ -14,7 +14,7 @@ import pytest
 
 from tidings import ManualClock, Tidings
 from tidings.observability.alert_webhook import AlertWebhook
-from tidings.observability.alerts import AlertConfig, AlertSweeper, Objective
+from tidings.observability.alerts import AlertConfig, AlertRound, AlertSweeper, Objective
 from tidings.signing import SIGNATURE_HEADER, verify_signature
 
 from .dispatch_helpers import offer, publish_offer_template, simulator, worker
@@ -154,51 +154,62 @@ def test_the_sweeper_evaluates_at_most_once_per_interval(
     assert len(receiver.requests) == 1
 
 
+def two_workers(t: Tidings, receiver: Receiver) -> tuple[AlertSweeper, AlertSweeper]:
+    """Two workers' sweepers on a 30 s interval, sharing the rounds."""
+    first, second = (sweeper(t, receiver.url, interval_seconds=30) for _ in range(2))
+    return first, second
+
+
+def evaluated(round_: AlertRound | None) -> bool:
+    return round_ is not None and round_.changes is not None
+
+
+def skipped(round_: AlertRound | None) -> bool:
+    """Ticked, but another worker's round covered it: nothing evaluated."""
+    return round_ is not None and round_.changes is None
+
+
 def test_workers_share_one_evaluation_per_interval(
     tidings: Tidings, clock: ManualClock, receiver: Receiver
 ) -> None:
     held_offer(tidings, clock)
-    first, second = (sweeper(tidings, receiver.url, interval_seconds=30) for _ in range(2))
+    first, second = two_workers(tidings, receiver)
     opened = first.tick(clock.now())
     assert opened is not None and opened.changes and len(opened.changes.opened) == 1
     # The second worker's first tick falls in the round the first one took.
-    skipped = second.tick(clock.now())
-    assert skipped is not None and skipped.changes is None
+    assert skipped(second.tick(clock.now()))
     clock.advance(15)
     assert first.tick(clock.now()) is None  # its own timer: too soon
     clock.advance(20)
-    again = second.tick(clock.now())
-    assert again is not None and again.changes is not None
+    assert evaluated(second.tick(clock.now()))
     # A clock set back must not silence the alerts until it catches up.
     clock.advance(-3600)
-    back = first.tick(clock.now())
-    assert back is not None and back.changes is not None
+    assert evaluated(first.tick(clock.now()))
 
 
 def round_cost(t: Tidings) -> float:
     with t.db.transaction() as conn:
-        row = conn.execute("SELECT took_seconds FROM alert_rounds WHERE scope = 'alerts'")
-        return float(row.fetchone()["took_seconds"])
+        cur = conn.execute("SELECT took_seconds FROM alert_rounds WHERE scope = 'alerts'")
+        row = cur.fetchone()
+        assert row is not None, "no shared round was recorded"
+        return float(row["took_seconds"])
 
 
 def test_a_costly_round_spaces_the_next_in_proportion(
     tidings: Tidings, clock: ManualClock, receiver: Receiver
 ) -> None:
     held_offer(tidings, clock)
-    first, second = (sweeper(tidings, receiver.url, interval_seconds=30) for _ in range(2))
-    opened = first.tick(clock.now())
-    assert opened is not None and opened.changes is not None
+    first, second = two_workers(tidings, receiver)
+    assert evaluated(first.tick(clock.now()))
     assert 0 < round_cost(tidings) < 5  # measured: what this round took
     # As if the scans had taken 10 s (a million intents due): the next
     # round waits 20 times that, not the 30 s interval.
     with tidings.db.transaction() as conn:
         conn.execute("UPDATE alert_rounds SET took_seconds = 10 WHERE scope = 'alerts'")
     clock.advance(31)
-    skipped = second.tick(clock.now())
-    assert skipped is not None and skipped.changes is None
+    assert skipped(second.tick(clock.now()))
     clock.advance(170)  # 201 s after the costly round
-    again = first.tick(clock.now())
-    assert again is not None and again.changes is not None
+    assert evaluated(first.tick(clock.now()))
     assert round_cost(tidings) < 5  # the cheap round's own cost replaces it
 
 
@@ -217,14 +228,13 @@ def test_a_round_past_its_statement_timeout_is_counted(
         return real(conn, now, config)
 
     monkeypatch.setattr(alerts, "evaluate", slow)
-    first, second = (sweeper(tidings, receiver.url, interval_seconds=30) for _ in range(2))
+    first, second = two_workers(tidings, receiver)
     with pytest.raises(Exception, match="statement timeout"):
         first.tick(clock.now())
     assert round_cost(tidings) >= 0.05
     monkeypatch.setattr(alerts, "evaluate", real)
     # Counted: the other worker does not start the same round again at once.
-    skipped = second.tick(clock.now())
-    assert skipped is not None and skipped.changes is None
+    assert skipped(second.tick(clock.now()))
     clock.advance(31)
     again = second.tick(clock.now())
     assert again is not None and again.changes is not None and again.changes.opened
