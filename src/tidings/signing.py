@@ -22,7 +22,7 @@ def verify_signature(
     """What a receiver runs: the signature matches and is recent."""
     parts = dict(p.strip().split("=", 1) for p in header.split(",") if "=" in p)
     stamp, given = parts.get("t", ""), parts.get("v1", "")
-    if not stamp.isdigit() or not given:
+    if not (stamp.isascii() and stamp.isdigit()) or not given:
         return False
     expected = sign(secret, body, int(stamp)).split("v1=", 1)[1]
     fresh = abs((time.time() if now is None else now) - int(stamp)) <= tolerance

@@ -315,3 +315,16 @@ def test_uploads_expire_and_are_purged(tidings: Tidings, clock: ManualClock, db_
     purge(tidings.db, clock.now())
     assert [count(db_url, t) for t in STAGING] == [0, 0]
     assert count(db_url, "job_recipients") == 2  # the job's frozen audience is not the upload's
+
+
+@pytest.mark.parametrize("after", ["³", "١٢", "-1", "x"])
+def test_a_recipient_cursor_that_is_not_ascii_digits_is_refused(
+    api: tuple[TestClient, str], after: str
+) -> None:
+    """Found by schemathesis: "³" is a digit to `str.isdigit` but not to `int`."""
+    http, key = api
+    job = http.post("/v1/jobs", json=job_body(upload(http, key, ndjson(members(2))).json()["id"]),
+                    headers=auth(key)).json()["id"]  # fmt: skip
+    reply = http.get(f"/v1/jobs/{job}/recipients", params={"after": after}, headers=auth(key))
+    assert reply.status_code == 422
+    assert reply.json()["field"] == "after"

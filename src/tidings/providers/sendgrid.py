@@ -227,7 +227,10 @@ class SendGridAdapter(HttpProviderAdapter):
         # key (sg_event_id) already makes a replay harmless.
         if self._tolerance_s is None:
             return
-        if not stamp.isdigit() or abs(self._clock() - int(stamp)) > self._tolerance_s:
+        if (
+            not (stamp.isascii() and stamp.isdigit())
+            or abs(self._clock() - int(stamp)) > self._tolerance_s
+        ):
             raise InvalidSignature("sendgrid signature timestamp outside tolerance")
 
     def _observation(self, event: Mapping[str, Any]) -> Observation:

@@ -160,7 +160,7 @@ class SimulatorAdapter(HttpProviderAdapter):
             raise InvalidSignature(f"missing {SIGNATURE_HEADER}")
         parts = dict(p.strip().split("=", 1) for p in header.split(",") if "=" in p)
         stamp, given = parts.get("t", ""), parts.get("v1", "")
-        if not stamp.isdigit() or not given:
+        if not (stamp.isascii() and stamp.isdigit()) or not given:
             raise InvalidSignature(f"malformed {SIGNATURE_HEADER}")
         secret = self._secret().encode()
         expected = hmac.new(secret, f"{stamp}.".encode() + request.body, hashlib.sha256)

@@ -237,7 +237,10 @@ class VonageAdapter(HttpProviderAdapter):
     def _check_fresh(self, stamp: str) -> None:
         if self._tolerance_s is None:
             return
-        if not stamp.isdigit() or abs(self._clock() - int(stamp)) > self._tolerance_s:
+        if (
+            not (stamp.isascii() and stamp.isdigit())
+            or abs(self._clock() - int(stamp)) > self._tolerance_s
+        ):
             raise InvalidSignature("vonage signature timestamp outside tolerance")
 
     def _observation(self, params: Mapping[str, str]) -> Observation:

@@ -195,7 +195,9 @@ def normalize_locale(locale: str) -> str:
     for part in parts[1:]:
         if len(part) == 4 and part.isalpha():
             out.append(part.title())
-        elif (len(part) == 2 and part.isalpha()) or (len(part) == 3 and part.isdigit()):
+        elif (len(part) == 2 and part.isalpha()) or (
+            len(part) == 3 and part.isascii() and part.isdigit()
+        ):
             out.append(part.upper())
         else:
             out.append(part.lower())

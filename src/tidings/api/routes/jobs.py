@@ -134,7 +134,7 @@ def get_recipients(
 def _cursor(after: str | None) -> int:
     if after is None or after == "":
         return 0
-    if not after.isdigit():
+    if not (after.isascii() and after.isdigit()):  # "³" is a digit to isdigit, not to int
         from tidings.domain.errors import InvalidInput
 
         raise InvalidInput("after", "not a cursor from this listing")
