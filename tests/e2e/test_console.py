@@ -28,7 +28,13 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
 from tests.conftest import TEST_SECRET, _admin
-from tests.integration.dispatch_helpers import offer, publish_offer_template, simulator, worker
+from tests.integration.dispatch_helpers import (
+    offer,
+    publish_offer_template,
+    racing_worker,
+    simulator,
+    worker,
+)
 from tidings import ManualClock, Tidings
 from tidings.console import console_router, data
 from tidings.observability.alerts import sync_alerts
@@ -101,11 +107,15 @@ def _fill(t: Tidings, clock: ManualClock) -> tuple[uuid.UUID, Any]:
             w.dispatch_once("sms")
             n += 1
             raced = offer(t, n, expires_at=clock.now() + far)
-            [claimed] = w.claim("sms", 1)
+
+            def member_cancels(raced_id: Any = raced.id) -> None:
+                t.cancel(raced_id, reason="member_left")
+
+            racer = racing_worker(t, core, member_cancels)
+            [claimed] = racer.claim("sms", 1)
             assert claimed.intent.id == raced.id
             canceled_at = clock.advance(2)
-            t.cancel(raced.id, reason="member_left")
-            w.send_and_record(claimed)
+            racer.send_and_record(claimed)  # the cancel commits on the way
             canceled_id = raced.id
         if minute == 25:
             n += 1

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from tidings import ManualClock, Tidings
 from tidings.dispatch.runner import Worker, WorkerConfig
+from tidings.providers.base import SendResult
 from tidings.providers.simulator.core import SimulatorCore
 from tidings.providers.simulator_adapter import InProcessSimulatorAdapter
 
@@ -21,6 +23,25 @@ def simulator(clock: ManualClock, **config: Any) -> SimulatorCore:
 def worker(t: Tidings, core: SimulatorCore, **config: Any) -> Worker:
     adapter = InProcessSimulatorAdapter(core)
     return Worker(t, {"sms": adapter, "email": adapter}, config=WorkerConfig(seed=7, **config))
+
+
+class CancelsOnTheWay(InProcessSimulatorAdapter):
+    """The real in-process simulator, with `cancel` committing while the
+    request is on its way: after the worker's last read, before the
+    provider has it (seed 000's awkward ordering)."""
+
+    def __init__(self, core: SimulatorCore, cancel: Callable[[], object]) -> None:
+        super().__init__(core)
+        self.cancel = cancel
+
+    def send(self, message: Any, idempotency_key: str) -> SendResult:
+        self.cancel()
+        return super().send(message, idempotency_key)
+
+
+def racing_worker(t: Tidings, core: SimulatorCore, cancel: Callable[[], object]) -> Worker:
+    """A worker whose SMS calls each let `cancel` commit on the way."""
+    return Worker(t, {"sms": CancelsOnTheWay(core, cancel)}, config=WorkerConfig(seed=7))
 
 
 def publish_offer_template(t: Tidings) -> None:

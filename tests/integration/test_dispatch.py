@@ -10,7 +10,14 @@ from tidings.dispatch.message import TemplateCache, prepare
 from tidings.dispatch.observe import apply_observation
 from tidings.providers.simulator_adapter import InProcessSimulatorAdapter
 
-from .dispatch_helpers import offer, publish_offer_template, sends, simulator, worker
+from .dispatch_helpers import (
+    offer,
+    publish_offer_template,
+    racing_worker,
+    sends,
+    simulator,
+    worker,
+)
 
 
 def test_a_due_intent_is_sent_once_and_accepted(tidings: Tidings, clock: ManualClock) -> None:
@@ -164,14 +171,15 @@ def test_a_crash_before_the_call_is_proven_and_retried_under_a_new_key(
 def test_a_cancel_during_the_call_wins_and_the_facts_are_kept(
     tidings: Tidings, clock: ManualClock
 ) -> None:
-    """Seed 000's awkward ordering, in full."""
+    """Seed 000's awkward ordering, in full: worker A claims and calls; the
+    member cancels while the request is on its way; the provider accepts
+    it; a delivery observation arrives later."""
     publish_offer_template(tidings)
     core = simulator(clock, receipt_delay_ms=1000)
-    w = worker(tidings, core)
     intent = offer(tidings)
-    [claimed] = w.claim("sms", 10)  # worker A claims
-    tidings.cancel(intent.id, reason="member_left")  # the member cancels
-    assert w.send_and_record(claimed) == "stale"  # the provider accepts the earlier request
+    w = racing_worker(tidings, core, lambda: tidings.cancel(intent.id, reason="member_left"))
+    [claimed] = w.claim("sms", 10)
+    assert w.send_and_record(claimed) == "stale"  # the provider accepted the request
     clock.advance(10)
     w.reconcile_once()  # delivered arrives later
     got = tidings.get(intent.id)
@@ -184,18 +192,95 @@ def test_a_cancel_during_the_call_wins_and_the_facts_are_kept(
     assert len(sends(core)) == 1
 
 
+def test_a_cancel_after_the_claim_stops_the_call(tidings: Tidings, clock: ManualClock) -> None:
+    """Invariant 5: the worker reads the committed state again right before
+    the call; a cancel that committed after the claim means no call at all."""
+    publish_offer_template(tidings)
+    core = simulator(clock)
+    w = worker(tidings, core, recheck_after=0.0)  # a read before every call
+    intent = offer(tidings)
+    [claimed] = w.claim("sms", 10)
+    tidings.cancel(intent.id, reason="member_left")
+    assert w.send_and_record(claimed) == "stale"
+    assert sends(core) == []
+    got = tidings.get(intent.id)
+    assert got.state is IntentState.CANCELED
+    assert [(a.state, a.code) for a in got.attempts] == [("failed", "WITHDRAWN")]
+    w.dispatch_once()
+    assert sends(core) == []
+
+
+def test_a_read_younger_than_recheck_after_stands_for_the_call(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    """The documented bound: a cancel that commits within `recheck_after` of
+    the last read may still see the call go out (as one committing while the
+    request is on its way would); the intent stays canceled."""
+    publish_offer_template(tidings)
+    core = simulator(clock)
+    w = worker(tidings, core, recheck_after=3600.0)
+    intent = offer(tidings)
+    [claimed] = w.claim("sms", 10)
+    tidings.cancel(intent.id, reason="member_left")
+    assert w.send_and_record(claimed) == "stale"
+    assert len(sends(core)) == 1
+    got = tidings.get(intent.id)
+    assert got.state is IntentState.CANCELED
+    assert [a.state for a in got.attempts] == ["accepted"]
+
+
+def test_a_deadline_passed_while_waiting_for_the_call_stops_it(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    publish_offer_template(tidings)
+    core = simulator(clock)
+    w = worker(tidings, core, recheck_after=3600.0)  # the clock alone decides
+    intent = offer(tidings, expires_at=clock.now() + timedelta(seconds=5))
+    [claimed] = w.claim("sms", 10)
+    clock.advance(5)
+    assert w.send_and_record(claimed) == "moved"
+    assert sends(core) == []
+    assert [(a.state, a.code) for a in tidings.get(intent.id).attempts] == [("failed", "EXPIRED")]
+    assert w.dispatch_once() == 0  # the gate expires it instead of claiming it
+    assert tidings.get(intent.id).state is IntentState.EXPIRED
+    assert sends(core) == []
+
+
+def test_a_kill_switch_after_the_claim_holds_the_call_until_lifted(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    publish_offer_template(tidings)
+    core = simulator(clock)
+    w = worker(tidings, core, recheck_after=0.0)
+    intent = offer(tidings)
+    [claimed] = w.claim("sms", 10)
+    tidings.set_control("kill_switch", True, channel="sms")
+    assert w.send_and_record(claimed) == "moved"
+    assert sends(core) == []
+    got = tidings.get(intent.id)
+    assert got.state is IntentState.PENDING
+    assert [(a.state, a.code) for a in got.attempts] == [("failed", "KILL_SWITCH")]
+    assert w.dispatch_once() == 0
+    tidings.set_control("kill_switch", False, channel="sms")
+    assert w.dispatch_once() == 1
+    [entry] = sends(core)
+    assert entry["idempotency_key"] == "waitlist:771:1801:offer:1:attempt:2"
+    assert tidings.get(intent.id).state is IntentState.ACCEPTED
+
+
 def test_answers_recorded_as_a_group_keep_each_intents_own_outcome(
     tidings: Tidings, clock: ManualClock
 ) -> None:
     """Acceptances are recorded in one transaction; a cancel that won the
-    race for one of them leaves the others moving and that one canceled."""
+    race for one of them (committing while its request was on the way)
+    leaves the others moving and that one canceled."""
     publish_offer_template(tidings)
     core = simulator(clock)
-    w = worker(tidings, core)
     intents = [offer(tidings, n) for n in range(3)]
+    cancels = iter([lambda: None, lambda: tidings.cancel(intents[1].id, reason="member_left")])
+    w = racing_worker(tidings, core, lambda: next(cancels, lambda: None)())
     claimed = w.claim("sms", 10)
     assert [c.intent.id for c in claimed] == [i.id for i in intents]
-    tidings.cancel(intents[1].id, reason="member_left")
     answers = [w.send(c) for c in claimed]
     assert w.record(answers) == ["moved", "stale", "moved"]
     got = [tidings.get(i.id) for i in intents]

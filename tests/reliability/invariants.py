@@ -85,8 +85,9 @@ def every_send_had_a_committed_claim(s: Snapshot) -> list[str]:
 
 
 def no_claim_after_cancel(s: Snapshot) -> list[str]:
-    """No attempt starts after a cancel committed (a claim before it may
-    still send: the documented in-flight window)."""
+    """No attempt starts after a cancel committed. (A claim before it is
+    called only after a read no older than `recheck_after` found it
+    uncanceled: docs/states.md.)"""
     found = []
     for intent_id, rows in s.by_intent(s.transitions).items():
         cancels = [t for t in rows if t["event"] == Event.CANCEL.value]

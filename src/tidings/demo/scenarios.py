@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -14,6 +15,8 @@ import httpx
 from tidings.client import Tidings
 from tidings.devstack import DevStack
 from tidings.domain.intent import Intent
+from tidings.providers.base import HttpRequest
+from tidings.providers.simulator_adapter import SimulatorAdapter
 from tidings.store.contacts import ConsentRecord
 from tidings.store.database import fetch_one
 
@@ -84,14 +87,35 @@ def waitlist(stack: DevStack, key: str) -> Scenario:
     return s
 
 
+class _CancelOnTheWay(SimulatorAdapter):
+    """The simulator adapter, with the member's cancel committing while
+    worker A's request is on its way: after the worker's last read of the
+    intent, so nothing can stop that request any more."""
+
+    def __init__(self, stack: DevStack, cancel: Callable[[], object]) -> None:
+        super().__init__(stack.simulator_url, stack.secret)
+        self._cancel: Callable[[], object] | None = cancel
+
+    def transmit(self, request: HttpRequest) -> httpx.Response:
+        cancel, self._cancel = self._cancel, None
+        if cancel is not None:
+            cancel()
+        return super().transmit(request)
+
+
 def _race(stack: DevStack, intent: Intent) -> None:
-    """Worker A claims; the member cancels; the provider accepts the earlier
-    request; a delivered receipt arrives later. The intent stays canceled."""
+    """Worker A claims and calls; the member cancels while the request is on
+    its way; the provider accepts it; a delivered receipt arrives later. The
+    intent stays canceled. (A cancel committed before worker A's read right
+    before the call would have stopped the call: docs/states.md.)"""
     from tidings.dispatch.runner import Worker
 
-    worker_a = Worker(stack.tidings, {"sms": stack.adapter}, owner="worker-a")
+    def member_cancels() -> None:
+        stack.tidings.cancel(intent.id, reason="member_left", actor="member-app")
+
+    adapter = _CancelOnTheWay(stack, member_cancels)
+    worker_a = Worker(stack.tidings, {"sms": adapter}, owner="worker-a")
     claimed = [c for c in worker_a.claim("sms", 10) if c.intent.id == intent.id]
-    stack.tidings.cancel(intent.id, reason="member_left", actor="member-app")
     for item in claimed:
         worker_a.send_and_record(item)
 

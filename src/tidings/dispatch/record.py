@@ -39,6 +39,8 @@ Conn = psycopg.Connection[Any]
 # How long after an ambiguous call to look the message up: long enough for
 # a request still in flight to land at the provider.
 RECONCILE_GRACE_SECONDS = 5.0
+# An attempt whose call never started because its intent moved first.
+WITHDRAWN = "WITHDRAWN"
 
 
 def record_result(
@@ -185,12 +187,22 @@ def record_limit_deferred(conn: Conn, claimed: Claimed, room: LimitCheck, now: d
     return _move(conn, claimed, Event.LIMIT_DEFERRED, now, move, detail)
 
 
-def record_released(conn: Conn, claimed: Claimed, now: datetime) -> str:
-    """A stopping worker let go of a claim whose call never started."""
-    code = "WORKER_STOPPED"
+def record_released(
+    conn: Conn, claimed: Claimed, now: datetime, *, code: str = "WORKER_STOPPED"
+) -> str:
+    """A claim let go before its call started: by a stopping worker, or by
+    one that found a kill switch covering it. Due again, nothing sent."""
     _settle(conn, claimed, "failed", code, now)
     move = ledger.Move(next_due_at=now, decision_code=code)
     return _move(conn, claimed, Event.RELEASED, now, move, {"code": code})
+
+
+def record_withdrawn(conn: Conn, claimed: Claimed, now: datetime) -> str:
+    """The intent moved after the claim and before the call (a cancel, an
+    expiry, a lease recovered): the call never started. The attempt says
+    so; the intent is someone else's now."""
+    _settle(conn, claimed, "failed", WITHDRAWN, now)
+    return "stale"
 
 
 def record_prepare_failure(conn: Conn, claimed: Claimed, code: str, now: datetime) -> str:

@@ -15,7 +15,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -33,6 +33,7 @@ from tidings.dispatch.facts import recipient_facts
 from tidings.dispatch.gate import RecipientFacts
 from tidings.dispatch.message import Minter, PrepareError, TemplateCache, prepare
 from tidings.dispatch.minting import MintUnavailable
+from tidings.dispatch.recheck import GroupCheck, Verdict
 from tidings.dispatch.reconcile import run_checks
 from tidings.dispatch.record import (
     Sent,
@@ -40,6 +41,7 @@ from tidings.dispatch.record import (
     record_prepare_failure,
     record_released,
     record_results,
+    record_withdrawn,
 )
 from tidings.dispatch.retention import purge
 from tidings.dispatch.sweep import sweep
@@ -56,7 +58,7 @@ from tidings.providers.base import (
     Retryable,
     SendResult,
 )
-from tidings.store.database import execute
+from tidings.store.database import Row, execute, fetch_all
 
 if TYPE_CHECKING:
     from tidings.client import Tidings
@@ -83,6 +85,10 @@ class WorkerConfig:
     # See reconcile.NOT_RECEIVED_AFTER_SECONDS: must exceed the longest a
     # provider may take to record a request that is already on its way.
     not_received_after: float = 60.0
+    # A call starts only after a read of its intent's committed state that
+    # began at most this long before (dispatch/recheck.py); 0 reads before
+    # every call.
+    recheck_after: float = 0.05
     seed: int | None = None
 
 
@@ -150,6 +156,9 @@ class Worker:
         self._inflight: set[Any] = set()
         self._inflight_lock = threading.Lock()
         self._pending: dict[str, dict[Future[Sent | str], Claimed]] = {}
+        self._check: GroupCheck[Claimed] = GroupCheck(
+            self._read_claims, lambda c: c.intent.id, self.config.recheck_after
+        )
         self.alerts = AlertSweeper(tidings)
         self._http = httpx.Client(timeout=5.0)
 
@@ -168,8 +177,10 @@ class Worker:
         request = ClaimRequest(
             channel, limit, self.owner, self.config.lease_seconds, self.adapters[channel].name
         )
+        read_at = time.monotonic()
         with self.t.db.transaction() as conn:
             claimed = claim_batch(conn, request, self.t.clock.now(), self.facts)
+        self._check.claimed(claimed, read_at)
         if claimed:
             faults.point("after_claim")
         return claimed
@@ -229,6 +240,7 @@ class Worker:
     def _release(self, claimed: list[Claimed]) -> None:
         with self._inflight_lock:
             self._inflight.difference_update(c.intent.id for c in claimed)
+        self._check.forget(claimed)
 
     def _context(self, claimed: Claimed) -> Any:
         intent = claimed.intent
@@ -267,6 +279,14 @@ class Worker:
                 if not room.allowed:
                     self._release([claimed])
                     return outcome
+        expires_at = claimed.intent.expires_at
+        if expires_at is not None and self.t.clock.now() >= expires_at:
+            verdict = Verdict.EXPIRED  # while it waited for its call
+        else:
+            verdict = self._check.verdict(claimed)
+        if verdict is not Verdict.GO:
+            del message
+            return self._not_called(claimed, verdict)
         faults.point("before_send")
         log.info("provider call")
         started = time.monotonic()
@@ -283,6 +303,36 @@ class Worker:
         del message  # the rendered body and destination go no further
         faults.point("after_send_before_record")
         return Sent(claimed, result, segments, encoding)
+
+    def _read_claims(self, claims: Sequence[Claimed]) -> dict[Hashable, Verdict]:
+        with self.t.db.statements() as conn:
+            rows = fetch_all(
+                conn,
+                "still_claimed",
+                {
+                    "tenant_ids": [c.intent.tenant_id for c in claims],
+                    "ids": [c.intent.id for c in claims],
+                },
+            )
+        found = {row["id"]: row for row in rows}
+        return {c.intent.id: _verdict(c, found.get(c.intent.id)) for c in claims}
+
+    def _not_called(self, claimed: Claimed, verdict: Verdict) -> str:
+        """The read before the call found the claim no longer stands."""
+        now = self.t.clock.now()
+        try:
+            with self.t.db.transaction() as conn:
+                if verdict is Verdict.KILLED:
+                    outcome = record_released(conn, claimed, now, code="KILL_SWITCH")
+                elif verdict is Verdict.EXPIRED:
+                    # Due again at once: the gate expires it, as any claim would.
+                    outcome = record_released(conn, claimed, now, code="EXPIRED")
+                else:
+                    outcome = record_withdrawn(conn, claimed, now)
+        finally:
+            self._release([claimed])
+        log.info("provider call withheld", extra={"verdict": verdict.value})
+        return outcome
 
     def reconcile_once(self, limit: int = 100) -> int:
         return run_checks(
@@ -504,6 +554,18 @@ def _maintenance_step(name: str, step: Callable[[], object]) -> bool:
         log.exception("maintenance (%s): unexpected error", name)
         return False
     return True
+
+
+def _verdict(claimed: Claimed, row: Row | None) -> Verdict:
+    intent = claimed.intent
+    if (
+        row is None
+        or row["state"] != "sending"
+        or row["version"] != intent.version
+        or row["lease_owner"] != intent.lease_owner
+    ):
+        return Verdict.WITHDRAWN
+    return Verdict.KILLED if row["killed"] else Verdict.GO
 
 
 def _call(adapter: ProviderAdapter, message: Any, key: str) -> SendResult:

@@ -104,7 +104,9 @@ RULES: tuple[Rule, ...] = (
         {S.SENDING},
         Event.RELEASED,
         S.PENDING,
-        "the worker stopped before making the call: nothing was sent, due again now",
+        "the worker let go before making the call (it is stopping, a kill switch "
+        "covers the intent, or the deadline passed while it waited): nothing was sent, "
+        "due again now",
     ),
     _rule(
         {S.SENDING},
@@ -154,7 +156,8 @@ RULES: tuple[Rule, ...] = (
         set(NONTERMINAL),
         Event.CANCEL,
         S.CANCELED,
-        "no further attempt; late observations update only the attempt",
+        "no further attempt, and a claimed call not yet started is withheld; "
+        "late observations update only the attempt",
     ),
     _rule(
         {S.PENDING, S.RESEND_DUE},
@@ -253,7 +256,26 @@ def states_document() -> str:
         "An observation moves an attempt only to a higher rank; a repeated or\n"
         "older observation is stored but changes nothing. Rank 3 is final.\n\n"
         "| Attempt state | Rank |\n|---|---|\n"
-        f"{ranks}\n"
+        f"{ranks}\n\n"
+        "## Between the claim and the call\n\n"
+        "A worker calls the provider only after a read of the intent's committed\n"
+        "state, begun at most `recheck_after` before the call (50 ms by default;\n"
+        "the claim is the first such read), found it still `sending` at the\n"
+        "claim's version under the worker's lease. A cancel, an expiry or a kill\n"
+        "switch that commits earlier stops the call; the attempt closes with\n"
+        "nothing sent:\n\n"
+        "| Attempt | Why | The intent |\n|---|---|---|\n"
+        "| `failed` / `WITHDRAWN` | the intent moved first (canceled, expired, "
+        "its lease recovered) | stays where that move put it |\n"
+        "| `failed` / `KILL_SWITCH` | a kill switch turned on covers it | "
+        "`released`: due again, claimed once the switch is lifted |\n"
+        "| `failed` / `EXPIRED` | its deadline passed while it waited | "
+        "`released`: the next claim or the sweep expires it |\n"
+        "| `failed` / `WORKER_STOPPED` | the worker is stopping | "
+        "`released`: due again at once |\n\n"
+        "A cancel that commits later than that, while the request is on its\n"
+        "way, cannot unsend it: the attempt keeps the provider's answers and\n"
+        "the intent stays canceled (seed 000).\n"
     )
 
 

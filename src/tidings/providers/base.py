@@ -42,6 +42,11 @@ from typing import Any, ClassVar, Literal
 import httpx
 
 DEFAULT_TIMEOUT = 10.0
+# How long an idle connection is kept for reuse: under the 5 s after which
+# common servers (uvicorn, Node) close an idle one. At httpx's own 5 s a
+# request could go out on a connection the server was closing, and come
+# back as a disconnect: an unknown outcome to reconcile, for nothing.
+KEEPALIVE_SECONDS = 4.0
 Channel = Literal["sms", "email"]
 
 
@@ -410,7 +415,16 @@ class HttpProviderAdapter(ProviderAdapter):
         attachment_loader: AttachmentLoader | None = None,
     ):
         super().__init__(timeout=timeout, attachment_loader=attachment_loader)
-        self._client = client or httpx.Client(base_url=base_url, timeout=timeout)
+        self._client = client or httpx.Client(
+            base_url=base_url,
+            timeout=timeout,
+            # httpx's own limits otherwise (100 connections, 20 kept).
+            limits=httpx.Limits(
+                max_connections=100,
+                max_keepalive_connections=20,
+                keepalive_expiry=KEEPALIVE_SECONDS,
+            ),
+        )
 
     def transmit(self, request: HttpRequest) -> httpx.Response:
         return self._client.request(
