@@ -8,6 +8,7 @@ import psycopg
 from tidings import IntentState, ManualClock, Tidings
 from tidings.dispatch.message import TemplateCache, prepare
 from tidings.dispatch.observe import apply_observation
+from tidings.observability.metrics import PROCESS_REGISTRY
 from tidings.providers.simulator_adapter import InProcessSimulatorAdapter
 
 from .dispatch_helpers import (
@@ -199,15 +200,23 @@ def test_a_cancel_after_the_claim_stops_the_call(tidings: Tidings, clock: Manual
     core = simulator(clock)
     w = worker(tidings, core, recheck_after=0.0)  # a read before every call
     intent = offer(tidings)
+    withheld = withheld_calls("withdrawn")
     [claimed] = w.claim("sms", 10)
     tidings.cancel(intent.id, reason="member_left")
     assert w.send_and_record(claimed) == "stale"
     assert sends(core) == []
+    assert withheld_calls("withdrawn") == withheld + 1
     got = tidings.get(intent.id)
     assert got.state is IntentState.CANCELED
     assert [(a.state, a.code) for a in got.attempts] == [("failed", "WITHDRAWN")]
     w.dispatch_once()
     assert sends(core) == []
+
+
+def withheld_calls(reason: str) -> float:
+    labels = {"channel": "sms", "reason": reason}
+    found = PROCESS_REGISTRY.get_sample_value("tidings_provider_calls_withheld_total", labels)
+    return found or 0.0
 
 
 def test_a_read_younger_than_recheck_after_stands_for_the_call(

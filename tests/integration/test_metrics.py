@@ -47,6 +47,7 @@ PINNED = {
     "tidings_impossible_transitions_total",
     "tidings_provider_calls_total",
     "tidings_provider_call_seconds",
+    "tidings_provider_calls_withheld_total",
     "tidings_rate_limit_waits_total",
     "tidings_rate_limit_wait_seconds",
 }

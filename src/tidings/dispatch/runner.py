@@ -49,7 +49,11 @@ from tidings.dispatch.window import Window
 from tidings.jobs.prepare import prepare_next
 from tidings.observability.alerts import AlertSweeper
 from tidings.observability.logging import log_context
-from tidings.observability.metrics import outcome_of, record_provider_call
+from tidings.observability.metrics import (
+    outcome_of,
+    record_call_withheld,
+    record_provider_call,
+)
 from tidings.providers.base import (
     Indeterminate,
     ProviderAdapter,
@@ -331,6 +335,7 @@ class Worker:
                     outcome = record_withdrawn(conn, claimed, now)
         finally:
             self._release([claimed])
+        record_call_withheld(claimed.intent.channel, verdict.value)
         log.info("provider call withheld", extra={"verdict": verdict.value})
         return outcome
 

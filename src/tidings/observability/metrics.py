@@ -109,6 +109,14 @@ _PROVIDER_CALL_SECONDS = Histogram(
     buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
     registry=PROCESS_REGISTRY,
 )
+_CALLS_WITHHELD = Counter(
+    "tidings_provider_calls_withheld",
+    "Claimed sends this process did not make: the read right before the call found "
+    "the intent canceled, expired or moved (withdrawn), past its deadline (expired), "
+    "or under a kill switch (killed).",
+    ["channel", "reason"],
+    registry=PROCESS_REGISTRY,
+)
 _RATE_LIMIT_WAITS = Counter(
     "tidings_rate_limit_waits",
     "Times this process deferred an intent because a rate allowance was used up.",
@@ -132,6 +140,11 @@ def record_provider_call(provider: str, channel: str, outcome: str, seconds: flo
     """Count one provider send call and its latency (call it after `send`)."""
     _PROVIDER_CALLS.labels(provider, channel, outcome).inc()
     _PROVIDER_CALL_SECONDS.labels(provider, channel).observe(max(0.0, seconds))
+
+
+def record_call_withheld(channel: str, reason: str) -> None:
+    """Count one claimed send whose call the pre-call read stopped."""
+    _CALLS_WITHHELD.labels(channel, reason).inc()
 
 
 def record_rate_limit_wait(scope: str, seconds: float) -> None:
