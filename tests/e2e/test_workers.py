@@ -173,3 +173,37 @@ def test_a_worker_stopped_during_a_provider_stall_hands_back_and_exits_within_it
     per_key = Counter(e["idempotency_key"] for e in entries if e["outcome"] in SENT)
     assert len(per_key) == len(ids)
     assert set(per_key.values()) == {1}, per_key
+
+
+def test_a_cancel_while_the_claim_waits_for_its_call_stops_the_call(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Invariant 5 through the real processes: a worker with one send thread
+    claims four offers from a provider that answers after a second; the
+    member cancels the last one while it waits its turn. It is never sent."""
+    with engine(db_url) as t:
+        ids = offers(t, "wait", 4)
+        last = ids[-1]
+        with simulator(seed=4, latency_ms=1000) as sim:
+            worker = start_worker(db_url, tmp_path, sim, "--sms-concurrency", "1")
+            try:
+                wait_until(lambda: t.get(last).state.value == "sending", what="the claim")
+                # Three one-second calls go first: seconds of margin.
+                assert t.cancel(last, reason="member_left").state.value == "canceled"
+                called_before = {e["idempotency_key"] for e in ledger(sim)}
+                wait_until(
+                    lambda: all(t.get(i).state.value in ("accepted", "delivered") for i in ids[:3]),
+                    what="the three others sent",
+                )
+                # Its call never started: the attempt closes as withheld.
+                wait_until(lambda: t.get(last).attempts[-1].state == "failed", what="withheld")
+            finally:
+                worker.send_signal(signal.SIGTERM)
+                assert worker.wait(timeout=60) == 0
+            entries = ledger(sim)
+        got = t.get(last)
+    assert not any(k.startswith("offer:wait-3") for k in called_before)
+    sent = Counter(e["idempotency_key"] for e in entries if e["outcome"] in SENT)
+    assert sorted(sent) == [f"offer:wait-{n}:attempt:1" for n in range(3)]
+    assert got.state.value == "canceled"
+    assert [(a.state, a.code) for a in got.attempts] == [("failed", "WITHDRAWN")]
