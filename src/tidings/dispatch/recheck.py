@@ -11,9 +11,10 @@ switch covering it. The claim is the first such read.
 Reads are grouped the way commits are: a thread that needs one while
 another is under way waits for it to end, and the next read then serves
 every thread that asked meanwhile, and refreshes every other claim still
-waiting for its call. With `fresh_seconds` at 0 every call has a read of
-its own that began after it asked; with 50 ms, a zero-latency provider's
-window of 256 claims costs two or three reads instead of a few hundred.
+waiting for its call. With `fresh_seconds` at 0 every call waits for a
+read that began after it asked (shared with the calls that asked at the
+same time); with 50 ms, one read in 50 ms serves a zero-latency provider's
+whole window, instead of one read per call or two.
 """
 
 from __future__ import annotations
