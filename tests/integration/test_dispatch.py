@@ -2,13 +2,17 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import timedelta
+from typing import Any
 
 import psycopg
 
 from tidings import IntentState, ManualClock, Tidings
+from tidings.dispatch.claim import Claimed
 from tidings.dispatch.message import TemplateCache, prepare
 from tidings.dispatch.observe import apply_observation
+from tidings.dispatch.runner import Worker
 from tidings.observability.metrics import PROCESS_REGISTRY
+from tidings.providers.simulator.core import SimulatorCore
 from tidings.providers.simulator_adapter import InProcessSimulatorAdapter
 
 from .dispatch_helpers import (
@@ -193,15 +197,29 @@ def test_a_cancel_during_the_call_wins_and_the_facts_are_kept(
     assert len(sends(core)) == 1
 
 
+def claimed_offer(
+    tidings: Tidings, clock: ManualClock, recheck_after: float, **overrides: Any
+) -> tuple[SimulatorCore, Worker, Any, Claimed]:
+    """One offer, claimed by a worker whose reads stand for `recheck_after`."""
+    publish_offer_template(tidings)
+    core = simulator(clock)
+    w = worker(tidings, core, recheck_after=recheck_after)
+    intent = offer(tidings, **overrides)
+    [claimed] = w.claim("sms", 10)
+    return core, w, intent, claimed
+
+
+def withheld_calls(reason: str) -> float:
+    labels = {"channel": "sms", "reason": reason}
+    found = PROCESS_REGISTRY.get_sample_value("tidings_provider_calls_withheld_total", labels)
+    return found or 0.0
+
+
 def test_a_cancel_after_the_claim_stops_the_call(tidings: Tidings, clock: ManualClock) -> None:
     """Invariant 5: the worker reads the committed state again right before
     the call; a cancel that committed after the claim means no call at all."""
-    publish_offer_template(tidings)
-    core = simulator(clock)
-    w = worker(tidings, core, recheck_after=0.0)  # a read before every call
-    intent = offer(tidings)
+    core, w, intent, claimed = claimed_offer(tidings, clock, 0.0)  # a read before every call
     withheld = withheld_calls("withdrawn")
-    [claimed] = w.claim("sms", 10)
     tidings.cancel(intent.id, reason="member_left")
     assert w.send_and_record(claimed) == "stale"
     assert sends(core) == []
@@ -213,23 +231,13 @@ def test_a_cancel_after_the_claim_stops_the_call(tidings: Tidings, clock: Manual
     assert sends(core) == []
 
 
-def withheld_calls(reason: str) -> float:
-    labels = {"channel": "sms", "reason": reason}
-    found = PROCESS_REGISTRY.get_sample_value("tidings_provider_calls_withheld_total", labels)
-    return found or 0.0
-
-
 def test_a_read_younger_than_recheck_after_stands_for_the_call(
     tidings: Tidings, clock: ManualClock
 ) -> None:
     """The documented bound: a cancel that commits within `recheck_after` of
     the last read may still see the call go out (as one committing while the
     request is on its way would); the intent stays canceled."""
-    publish_offer_template(tidings)
-    core = simulator(clock)
-    w = worker(tidings, core, recheck_after=3600.0)
-    intent = offer(tidings)
-    [claimed] = w.claim("sms", 10)
+    core, w, intent, claimed = claimed_offer(tidings, clock, 3600.0)
     tidings.cancel(intent.id, reason="member_left")
     assert w.send_and_record(claimed) == "stale"
     assert len(sends(core)) == 1
@@ -241,11 +249,9 @@ def test_a_read_younger_than_recheck_after_stands_for_the_call(
 def test_a_deadline_passed_while_waiting_for_the_call_stops_it(
     tidings: Tidings, clock: ManualClock
 ) -> None:
-    publish_offer_template(tidings)
-    core = simulator(clock)
-    w = worker(tidings, core, recheck_after=3600.0)  # the clock alone decides
-    intent = offer(tidings, expires_at=clock.now() + timedelta(seconds=5))
-    [claimed] = w.claim("sms", 10)
+    deadline = clock.now() + timedelta(seconds=5)
+    # Reads stand for an hour: the clock alone decides.
+    core, w, intent, claimed = claimed_offer(tidings, clock, 3600.0, expires_at=deadline)
     clock.advance(5)
     assert w.send_and_record(claimed) == "moved"
     assert sends(core) == []
@@ -258,11 +264,7 @@ def test_a_deadline_passed_while_waiting_for_the_call_stops_it(
 def test_a_kill_switch_after_the_claim_holds_the_call_until_lifted(
     tidings: Tidings, clock: ManualClock
 ) -> None:
-    publish_offer_template(tidings)
-    core = simulator(clock)
-    w = worker(tidings, core, recheck_after=0.0)
-    intent = offer(tidings)
-    [claimed] = w.claim("sms", 10)
+    core, w, intent, claimed = claimed_offer(tidings, clock, 0.0)
     tidings.set_control("kill_switch", True, channel="sms")
     assert w.send_and_record(claimed) == "moved"
     assert sends(core) == []

@@ -98,12 +98,19 @@ def test_a_failed_read_lets_no_call_through_and_the_next_question_reads_again() 
     assert ledger.reads == [["a"], ["a"]]
 
 
-def test_a_claim_read_younger_than_fresh_needs_no_other() -> None:
+def claimed(keys: str) -> tuple[Ledger, Ticks, GroupCheck[str]]:
+    """Claims of `keys`, all still ours, read by their claim just now; reads
+    stand for 50 ms."""
     ledger = Ledger()
-    ledger.ours = {"a", "b"}
+    ledger.ours = set(keys)
     ticks = Ticks()
     group = check(ledger, fresh=0.05, ticks=ticks)
-    group.claimed(["a", "b"], read_at=ticks.now)
+    group.claimed(list(keys), read_at=ticks.now)
+    return ledger, ticks, group
+
+
+def test_a_claim_read_younger_than_fresh_needs_no_other() -> None:
+    ledger, ticks, group = claimed("ab")
     ticks.now += 0.04
     assert group.verdict("a") is Verdict.GO
     assert ledger.reads == []
@@ -113,11 +120,7 @@ def test_a_claim_read_younger_than_fresh_needs_no_other() -> None:
 
 
 def test_a_read_refreshes_every_claim_still_waiting_for_its_call() -> None:
-    ledger = Ledger()
-    ledger.ours = {"a", "b", "c"}
-    ticks = Ticks()
-    group = check(ledger, fresh=0.05, ticks=ticks)
-    group.claimed(["a", "b", "c"], read_at=ticks.now)
+    ledger, ticks, group = claimed("abc")
     ticks.now += 0.06
     ledger.ours.discard("c")  # canceled after the claim
     assert group.verdict("a") is Verdict.GO
@@ -131,11 +134,7 @@ def test_a_read_refreshes_every_claim_still_waiting_for_its_call() -> None:
 
 
 def test_a_forgotten_claim_leaves_nothing_behind() -> None:
-    ledger = Ledger()
-    ledger.ours = {"a", "b"}
-    ticks = Ticks()
-    group = check(ledger, fresh=0.05, ticks=ticks)
-    group.claimed(["a", "b"], read_at=ticks.now)
+    ledger, ticks, group = claimed("ab")
     ticks.now += 1.0
     ledger.ours.discard("b")
     assert group.verdict("a") is Verdict.GO  # the read found "b" withdrawn too
