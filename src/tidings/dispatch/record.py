@@ -191,7 +191,8 @@ def record_released(
     conn: Conn, claimed: Claimed, now: datetime, *, code: str = "WORKER_STOPPED"
 ) -> str:
     """A claim let go before its call started: by a stopping worker, or by
-    one that found a kill switch covering it. Due again, nothing sent."""
+    one that found a kill switch covering it or its deadline passed. Due
+    again, nothing sent."""
     _settle(conn, claimed, "failed", code, now)
     move = ledger.Move(next_due_at=now, decision_code=code)
     return _move(conn, claimed, Event.RELEASED, now, move, {"code": code})
