@@ -113,11 +113,11 @@ def _race(stack: DevStack, intent: Intent) -> None:
     def member_cancels() -> None:
         stack.tidings.cancel(intent.id, reason="member_left", actor="member-app")
 
-    adapter = _CancelOnTheWay(stack, member_cancels)
-    worker_a = Worker(stack.tidings, {"sms": adapter}, owner="worker-a")
-    claimed = [c for c in worker_a.claim("sms", 10) if c.intent.id == intent.id]
-    for item in claimed:
-        worker_a.send_and_record(item)
+    with _CancelOnTheWay(stack, member_cancels) as adapter:  # its own HTTP client
+        worker_a = Worker(stack.tidings, {"sms": adapter}, owner="worker-a")
+        claimed = [c for c in worker_a.claim("sms", 10) if c.intent.id == intent.id]
+        for item in claimed:
+            worker_a.send_and_record(item)
 
 
 def report(stack: DevStack, key: str, home: Path) -> Scenario:
