@@ -106,21 +106,26 @@ def create_or_replay(
         "intake_context",
         {
             "tenant_id": tenant,
-            "idempotency_key": request.idempotency_key,
             "name": request.template_name,
             "channel": request.channel.value,
             "revision": request.template_revision,
         },
     )
-    if context[0]["existing_id"] is not None:
-        return _replayed(_by_key(conn, tenant, request), request_hash), False
-    revision = templates.resolve_among(
-        [_template_row(r) for r in context if r["t_name"] is not None],
-        request.template_name,
-        request.channel.value,
-        recipient.locale,
-        request.template_revision,
-    )
+    try:
+        revision = templates.resolve_among(
+            [_template_row(r) for r in context if r["t_name"] is not None],
+            request.template_name,
+            request.channel.value,
+            recipient.locale,
+            request.template_revision,
+        )
+    except InvalidInput:
+        # A key already used answers for its first request: with that intent
+        # (a replay) or as a conflict, never as a template error.
+        existing = ledger.intent_by_key(conn, tenant, request.idempotency_key)
+        if existing is not None:
+            return _replayed(existing, request_hash), False
+        raise
     stored = {"version": context[0]["policy_version"], "document": context[0]["policy_document"]}
     policy = policies.current_from(conn, tenant, now, stored)
     row = _row(tenant, request, reference, request_hash, now, actor)
@@ -146,7 +151,8 @@ def create_or_replay(
             },
         )
         return created, True
-    # Lost the race to a concurrent create with the same key: theirs stands.
+    # The key is taken, by an earlier create (a replay) or a concurrent one:
+    # the first intent stands, and nothing of this request was written.
     return _replayed(_by_key(conn, tenant, request), request_hash), False
 
 

@@ -84,6 +84,31 @@ def test_same_key_with_another_body_is_a_conflict(
     assert count(db_url, "intents") == 1
 
 
+def test_a_key_reused_for_another_recipient_stores_nothing_of_it(
+    tidings: Tidings, clock: ManualClock, db_url: str
+) -> None:
+    # The key's arbiter index decides, in the insert itself: the second
+    # request's destination must not be stored beside an intent that is
+    # not its own.
+    tidings.notify(**offer(clock))
+    other = {"ref": "member-9", "phone": "+14155550999"}
+    with pytest.raises(IdempotencyConflict):
+        tidings.notify(**offer(clock, recipient=other))
+    assert count(db_url, "destinations") == 1
+    assert count(db_url, "transitions") == 1
+
+
+def test_a_used_key_is_a_conflict_before_its_template_is_checked(
+    tidings: Tidings, clock: ManualClock, db_url: str
+) -> None:
+    tidings.notify(**offer(clock))
+    with pytest.raises(IdempotencyConflict):
+        tidings.notify(**offer(clock, template="no_such_template"))
+    with pytest.raises(InvalidInput, match="no sms template named"):
+        tidings.notify(**offer(clock, idempotency_key="fresh", template="no_such_template"))
+    assert count(db_url, "intents") == 1
+
+
 @pytest.mark.parametrize(
     ("overrides", "field"),
     [

@@ -13,21 +13,19 @@ SELECT ciphertext FROM destinations
 WHERE tenant_id = %(tenant_id)s AND destination_hash = %(destination_hash)s;
 
 -- name: intake_context
--- What a create needs to know, in one round trip: whether the key is taken,
--- the template's candidate revisions (newest per locale, or the one asked
--- for) and the tenant's current policy. One row per candidate revision; a
--- single row of NULL template columns when there is none.
-SELECT e.id AS existing_id, p.version AS policy_version, p.document AS policy_document,
+-- What a create needs to know, in one round trip: the template's candidate
+-- revisions (newest per locale, or the one asked for) and the tenant's
+-- current policy. One row per candidate revision; a single row of NULL
+-- template columns when there is none. Whether the key is taken is left to
+-- create_intent's arbiter index: a lookup here was planned, on a table not
+-- yet analyzed, as a scan of every intent of the tenant.
+SELECT p.version AS policy_version, p.document AS policy_document,
        t.tenant_id AS t_tenant_id, t.name AS t_name, t.revision AS t_revision,
        t.channel AS t_channel, t.locale AS t_locale, t.subject AS t_subject, t.body AS t_body,
        t.html_body AS t_html_body, t.required_variables AS t_required_variables,
        t.attachment_policy AS t_attachment_policy,
        t.provider_template_ids AS t_provider_template_ids
 FROM (SELECT 1) AS one
-LEFT JOIN LATERAL (
-    SELECT id FROM intents
-    WHERE tenant_id = %(tenant_id)s AND idempotency_key = %(idempotency_key)s
-) AS e ON true
 LEFT JOIN LATERAL (
     SELECT version, document FROM policies WHERE tenant_id = %(tenant_id)s
     ORDER BY published_at DESC, version DESC LIMIT 1
@@ -40,15 +38,12 @@ LEFT JOIN LATERAL (
 ) AS t ON true;
 
 -- name: create_intent
--- Insert-or-nothing: a replayed key returns no row and the caller reads
--- the first intent instead. The creation is audited as version 1, and the
--- destination stored beside it.
-WITH destination AS (
-    -- The one encrypted copy of the destination, written with its intent.
-    INSERT INTO destinations (tenant_id, destination_hash, channel, ciphertext, country)
-    VALUES (%(tenant_id)s, %(destination_hash)s, %(channel)s, %(ciphertext)s, %(country)s)
-    ON CONFLICT (tenant_id, destination_hash) DO NOTHING
-), created AS (
+-- Insert-or-nothing: a taken key (a replay, or a concurrent create) returns
+-- no row, writes nothing, and the caller reads the first intent instead.
+-- The creation is audited as version 1, and the destination stored beside
+-- it. The foreign key from the intent to its destination is checked when
+-- the whole statement is done, so the order of the CTEs does not matter.
+WITH created AS (
     INSERT INTO intents (
         tenant_id, id, idempotency_key, request_hash, channel, state, recipient_ref,
         destination_hash, country, timezone, locale, template_name, template_revision,
@@ -64,6 +59,11 @@ WITH destination AS (
         %(now)s, %(terminal_at)s, %(now)s, %(candidate_timezones)s::text[])
     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
     RETURNING *
+), destination AS (
+    -- The one encrypted copy of the destination, written with its intent.
+    INSERT INTO destinations (tenant_id, destination_hash, channel, ciphertext, country)
+    SELECT tenant_id, destination_hash, channel, %(ciphertext)s, %(country)s FROM created
+    ON CONFLICT (tenant_id, destination_hash) DO NOTHING
 ), audit AS (
     INSERT INTO transitions (tenant_id, intent_id, version, from_state, to_state, event,
                              actor, input, policy_version, decision_code, at)
