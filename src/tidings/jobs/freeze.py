@@ -71,7 +71,7 @@ def create_job(
     job = fetch_one(conn, "insert_job", params)
     if job is None:  # a concurrent create with the same key won
         return _replayed(_must(_by_key(conn, tenant, request)), request_hash), False
-    _store_destinations(conn, tenant, request.audience, vault, now)
+    _store_destinations(conn, tenant, request.audience, rows, vault, now)
     _copy_recipients(conn, tenant, job["id"], rows)
     return job, True
 
@@ -270,29 +270,26 @@ def _audience_version(rows: Iterable[tuple[Any, ...]]) -> str:
 
 
 def _store_destinations(
-    conn: Conn, tenant: str, audience: Sequence[AudienceMember], vault: Vault, now: datetime
+    conn: Conn,
+    tenant: str,
+    audience: Sequence[AudienceMember],
+    rows: Sequence[tuple[Any, ...]],
+    vault: Vault,
+    now: datetime,
 ) -> None:
+    """The audience's own destinations, under the references `rows` already hold."""
     conn.execute("CREATE TEMP TABLE staged_destinations (LIKE destinations) ON COMMIT DROP")
     with conn.cursor().copy(
         "COPY staged_destinations (tenant_id, destination_hash, channel, ciphertext, country,"
         " created_at) FROM STDIN"
     ) as copy:
-        for member in audience:
-            for channel, value, country in (
-                ("sms", member.phone, member.phone_country),
-                ("email", member.email, None),
-            ):
-                if value:
-                    copy.write_row(
-                        (
-                            tenant,
-                            vault.reference(channel, value),
-                            channel,
-                            vault.encrypt(value),
-                            country,
-                            now,
-                        )
-                    )
+        for member, (_, phone_hash, email_hash, *_rest) in zip(audience, rows, strict=True):
+            if member.phone:
+                sealed = vault.encrypt(member.phone)
+                copy.write_row((tenant, phone_hash, "sms", sealed, member.phone_country, now))
+            if member.email:
+                sealed = vault.encrypt(member.email)
+                copy.write_row((tenant, email_hash, "email", sealed, None, now))
     conn.execute(
         "INSERT INTO destinations SELECT DISTINCT ON (tenant_id, destination_hash) *"
         " FROM staged_destinations ON CONFLICT (tenant_id, destination_hash) DO NOTHING"
