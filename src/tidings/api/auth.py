@@ -52,7 +52,7 @@ def authenticate(
 ) -> Principal:
     if credentials is None:
         raise Unauthenticated()
-    with root.db.transaction() as conn:
+    with root.db.statements() as conn:  # one read: no BEGIN and COMMIT around it
         principal = api_keys.authenticate(conn, credentials.credentials)
     if principal is None:
         raise Unauthenticated("the API key is unknown or revoked")
