@@ -5,6 +5,9 @@
   and from 8 client threads, each with its own keep-alive connection.
 - Bulk: `POST /v1/jobs` freezing an audience with COPY (the request's own
   time), and freeze plus preparation (channels resolved, intents created).
+
+`notify` and `POST /v1/intents` start from a database with statistics
+(`seed.settled`), as a system is a minute after its first intents.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from bench import api_client
 from bench.context import Context
 from bench.model import Measure, ScenarioResult, repeat
 from bench.procs import api
-from bench.seed import engine, intent_body, published_template, request
+from bench.seed import engine, intent_body, published_template, request, settled
 
 TITLE = "3. Creation"
 HTTP_CLIENTS = (1, 8)
@@ -44,6 +47,7 @@ def _notify_once(ctx: Context, template: str) -> float:
     name, dsn = ctx.server.fresh("notify", template)
     try:
         with engine(dsn, 2) as t:
+            settled(t, dsn)
             started, done = time.perf_counter(), 0
             while done < ctx.config.intents and time.perf_counter() - started < ctx.config.seconds:
                 t.notify(**request(t, "notify", done))
@@ -74,6 +78,8 @@ def _http_once(ctx: Context, template: str, clients: int) -> dict[str, float]:
     counts = {"done": 0, "errors": 0}
     lock = threading.Lock()
     try:
+        with engine(dsn, 2) as t:
+            settled(t, dsn)
         with api(dsn, pool_size=clients + 4) as (base_url, _):
             started = time.perf_counter()
             deadline = started + ctx.config.seconds
