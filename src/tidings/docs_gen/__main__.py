@@ -1,0 +1,7 @@
+"""`python -m tidings.docs_gen state-diagram|openapi`."""
+
+import sys
+
+from tidings.docs_gen import main
+
+raise SystemExit(main(sys.argv[1:]))
