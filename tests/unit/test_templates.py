@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
-from tidings.templates import render as render_mod
+from tidings.templates import compiled as compiled_mod
+from tidings.templates.compiled import RenderCache
+from tidings.templates.files import EXAMPLES_DIR, load_revision_file, validate_files
+from tidings.templates.locale_fallback import choose_revision
 from tidings.templates.model import (
     Problem,
     RenderError,
@@ -20,14 +23,8 @@ from tidings.templates.model import (
     TemplateValidationError,
     normalize_locale,
 )
-from tidings.templates.render import RenderCache, choose_revision, render
-from tidings.templates.validate import (
-    EXAMPLES_DIR,
-    ensure_valid,
-    load_revision_file,
-    validate_files,
-    validate_revision,
-)
+from tidings.templates.render import render
+from tidings.templates.validate import ensure_valid, validate_revision
 
 SECRET = "tok_9f8e7d6c5b4a3210SECRET"
 SECRET_LINK = f"https://play.example.test/reset?t={SECRET}"
@@ -249,14 +246,14 @@ def test_html_body_ignored_for_sms() -> None:
 
 def test_compile_once_and_reuse_by_content_hash(monkeypatch: pytest.MonkeyPatch) -> None:
     compiles = 0
-    real = render_mod._compile
+    real = compiled_mod._compile
 
-    def counting(r: TemplateRevision) -> render_mod.CompiledRevision:
+    def counting(r: TemplateRevision) -> compiled_mod.CompiledRevision:
         nonlocal compiles
         compiles += 1
         return real(r)
 
-    monkeypatch.setattr(render_mod, "_compile", counting)
+    monkeypatch.setattr(compiled_mod, "_compile", counting)
     cache = RenderCache()
     r = rev()
     for i in range(2000):
@@ -288,10 +285,10 @@ def test_cache_is_bounded() -> None:
 
 
 def test_default_cache_used() -> None:
-    render_mod.clear_cache()
+    compiled_mod.clear_cache()
     render(rev(), {"game_name": "g", "reset_link": "l"})
     render(rev(), {"game_name": "g", "reset_link": "l"})
-    info = render_mod.cache_info()
+    info = compiled_mod.cache_info()
     assert info.misses == 1 and info.hits == 1
 
 

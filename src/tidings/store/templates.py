@@ -14,8 +14,8 @@ import psycopg
 
 from tidings.domain.errors import InvalidInput
 from tidings.store.database import execute, fetch_all, fetch_one
+from tidings.templates.locale_fallback import choose_revision
 from tidings.templates.model import RevisionNotFoundError, TemplateRevision, normalize_locale
-from tidings.templates.render import choose_revision
 
 Conn = psycopg.Connection[Any]
 

@@ -1,0 +1,296 @@
+"""Checks run before a filter or a method call that could build a huge value
+from small inputs in one C call (``'x'|center(10**9)``, ``'%*s' % (n, x)``,
+``big.replace('a', big)``): the step counter cannot interrupt such a call,
+so the result's size is bounded from the arguments before it is made.
+
+Each guard takes the budget and the call's arguments (without the context
+or environment Jinja passes first) and raises
+:class:`~tidings.templates.limits.RenderLimitExceeded` or returns a
+replacement for the first argument (an iterable it had to read to measure).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+from tidings.templates.limits import RenderBudget, RenderLimitExceeded
+
+# `round(x, p)` with method "ceil"/"floor" computes 10**p.
+MAX_ROUND_PRECISION: Final[int] = 100
+
+_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?")
+_DIGITS = re.compile(r"\d+")
+
+Guard = Callable[..., Any]
+
+
+def _number(digits: str) -> int:
+    # int() refuses more than 4300 digits; anything over 9 is huge anyway.
+    return int(digits) if len(digits) <= 9 else 10**9
+
+
+def format_widths(fmt: str) -> tuple[int, bool]:
+    """The widest width or precision written in a ``%``- or ``{}``-format
+    string, and whether one is taken from the arguments (``*``, ``{w}``)."""
+    widest, from_args = 0, False
+    for match in _PERCENT_SPEC.finditer(fmt):
+        for group in match.groups():
+            if group == "*":
+                from_args = True
+            elif group:
+                widest = max(widest, _number(group))
+    try:
+        fields = list(string.Formatter().parse(fmt))
+    except ValueError:
+        fields = []  # not a valid {}-format; the call itself will fail
+    for _text, _name, spec, _conversion in fields:
+        if spec:
+            from_args |= "{" in spec
+            for digits in _DIGITS.findall(spec):
+                widest = max(widest, _number(digits))
+    return widest, from_args
+
+
+def _ints(values: Iterable[Any]) -> Iterable[int]:
+    for value in values:
+        if isinstance(value, int) and not isinstance(value, bool):
+            yield abs(value)
+        elif isinstance(value, tuple | list):
+            yield from _ints(value)
+        elif isinstance(value, Mapping):
+            yield from _ints(value.values())
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str | bytes | bytearray)
+
+
+def _as_text(budget: RenderBudget, value: Any) -> Any:
+    """``value`` as text, refusing first a container whose text is too long
+    (a list nested in itself 40 times over prints 2^40 items)."""
+    if _is_text(value):
+        return value
+    budget.measure(value)
+    return str(value)
+
+
+def check_format(budget: RenderBudget, fmt: Any, args: Iterable[Any]) -> None:
+    """A format string may not pad to more than the value limit, nor print
+    an argument whose text is too long."""
+    if not isinstance(fmt, str):
+        return
+    listed = list(args)
+    for arg in listed:
+        if not _is_text(arg):
+            budget.measure(arg)
+    widest, from_args = format_widths(fmt)
+    budget.require(widest, "format width")
+    if from_args:
+        for number in _ints(listed):
+            budget.require(number, "format width")
+
+
+def _joined(budget: RenderBudget, items: Any, separator: Any) -> list[Any]:
+    listed = list(items)
+    size = len(listed) * len(_as_text(budget, separator))
+    for item in listed:
+        size += len(_as_text(budget, item))
+        budget.require(size, "join")
+    return listed
+
+
+def _replaced(budget: RenderBudget, text: Any, old: Any, new: Any, count: Any = -1) -> None:
+    text = _as_text(budget, text)
+    if not _is_text(old) or not _is_text(new):
+        return
+    hits = len(text) + 1 if not old else text.count(old)
+    if isinstance(count, int) and count >= 0:
+        hits = min(hits, count)
+    budget.require(len(text) + hits * max(0, len(new) - len(old)), "replace")
+
+
+def _width(budget: RenderBudget, text: Any, width: Any = 0, *_: Any, **__: Any) -> None:
+    if isinstance(width, int):
+        budget.require(width, "width")
+
+
+# ----------------------------------------------------------- filters
+
+
+def _filter_center(budget: RenderBudget, value: Any, width: Any = 80) -> None:
+    _width(budget, value, width)
+
+
+def _filter_indent(budget: RenderBudget, value: Any, width: Any = 4, *_: Any, **__: Any) -> None:
+    text = _as_text(budget, value)
+    pad = width if isinstance(width, int) else len(_as_text(budget, width))
+    budget.require(pad, "indent width")
+    budget.require(len(text) + (text.count("\n") + 1) * pad, "indent")
+
+
+def _filter_wordwrap(
+    budget: RenderBudget,
+    value: Any,
+    width: Any = 79,
+    break_long_words: Any = True,
+    wrapstring: Any = None,
+    *_: Any,
+    **kwargs: Any,
+) -> None:
+    wrapstring = kwargs.get("wrapstring", wrapstring)
+    text = _as_text(budget, value)
+    lines = len(text) // max(1, width if isinstance(width, int) else 1) + text.count("\n") + 1
+    budget.require(len(text) + lines * len(_as_text(budget, wrapstring or "\n")), "wordwrap")
+
+
+def _filter_join(
+    budget: RenderBudget, value: Any, d: Any = "", attribute: Any = None, **kwargs: Any
+) -> list[Any]:
+    return _joined(budget, value, kwargs.get("d", d))
+
+
+def _filter_replace(budget: RenderBudget, value: Any, old: Any, new: Any, count: Any = -1) -> None:
+    _replaced(budget, value, old, new, -1 if count is None else count)
+
+
+def _filter_format(budget: RenderBudget, value: Any, *args: Any, **kwargs: Any) -> None:
+    check_format(budget, value, [*args, *kwargs.values()])
+
+
+def _filter_count_arg(budget: RenderBudget, value: Any, count: Any = 1, *_: Any, **__: Any) -> None:
+    # batch(linecount, fill) pads with `linecount` items; slice(n) makes n lists.
+    if isinstance(count, int) and count > budget.limits.max_iterations:
+        raise RenderLimitExceeded("count")
+
+
+def _filter_round(budget: RenderBudget, value: Any, precision: Any = 0, *_: Any, **__: Any) -> None:
+    if isinstance(precision, int) and abs(precision) > MAX_ROUND_PRECISION:
+        raise RenderLimitExceeded("precision")
+
+
+def _filter_sum(
+    budget: RenderBudget, value: Any, attribute: Any = None, start: Any = 0, **kwargs: Any
+) -> list[Any] | None:
+    # Summing lists copies the growing total each time: quadratic.
+    listed = list(value)
+    total = sum(len(item) for item in listed if isinstance(item, list | tuple))
+    if total and total * len(listed) > 100 * budget.limits.max_iterations:
+        raise RenderLimitExceeded("sum")
+    return listed
+
+
+FILTER_GUARDS: Final[Mapping[str, Guard]] = {
+    "center": _filter_center,
+    "indent": _filter_indent,
+    "wordwrap": _filter_wordwrap,
+    "join": _filter_join,
+    "replace": _filter_replace,
+    "format": _filter_format,
+    "batch": _filter_count_arg,
+    "slice": _filter_count_arg,
+    "round": _filter_round,
+    "sum": _filter_sum,
+}
+
+# Filters that take a container apart without printing it. Every other
+# filter may print its value (`string`, `tojson`, `trim`, `upper`...), so a
+# container given to one is measured first.
+STRUCTURAL_FILTERS: Final[frozenset[str]] = frozenset(
+    {
+        "attr",
+        "batch",
+        "count",
+        "d",
+        "default",
+        "dictsort",
+        "first",
+        "groupby",
+        "items",
+        "join",
+        "last",
+        "length",
+        "list",
+        "map",
+        "max",
+        "min",
+        "random",
+        "reject",
+        "rejectattr",
+        "reverse",
+        "select",
+        "selectattr",
+        "slice",
+        "sort",
+        "sum",
+        "unique",
+    }
+)
+
+
+def guard_filter_value(budget: RenderBudget, name: str, value: Any) -> None:
+    if name not in STRUCTURAL_FILTERS and not _is_text(value):
+        budget.measure(value)
+
+
+# ----------------------------------------------------------- methods
+
+
+def _method_expandtabs(budget: RenderBudget, text: Any, tabsize: Any = 8, **kwargs: Any) -> None:
+    size = kwargs.get("tabsize", tabsize)
+    if isinstance(size, int):
+        tabs = text.count("\t" if isinstance(text, str) else b"\t")
+        budget.require(len(text) + tabs * size, "expandtabs")
+
+
+def _method_join(budget: RenderBudget, separator: Any, items: Any) -> list[Any]:
+    return _joined(budget, items, separator)
+
+
+def _method_format(budget: RenderBudget, fmt: Any, *args: Any, **kwargs: Any) -> None:
+    check_format(budget, fmt, [*args, *kwargs.values()])
+
+
+def _method_translate(budget: RenderBudget, text: Any, table: Any) -> None:
+    if isinstance(table, Mapping):
+        longest = max((len(v) for v in table.values() if isinstance(v, str)), default=1)
+        budget.require(len(text) * longest, "translate")
+
+
+STRING_METHOD_GUARDS: Final[Mapping[str, Guard]] = {
+    "center": _width,
+    "ljust": _width,
+    "rjust": _width,
+    "zfill": _width,
+    "expandtabs": _method_expandtabs,
+    "replace": _replaced,
+    "join": _method_join,
+    "format": _method_format,
+    "format_map": _method_format,
+    "translate": _method_translate,
+}
+
+
+def guard_method(
+    budget: RenderBudget, method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[Any, ...]:
+    """Check a call of a ``str``/``bytes`` method; returns the arguments to
+    call it with (an iterable to join is read once, here)."""
+    owner = getattr(method, "__self__", None)
+    if owner is None:  # the sandbox hands out str.format wrapped
+        owner = getattr(getattr(method, "__wrapped__", None), "__self__", None)
+    if not isinstance(owner, str | bytes | bytearray):
+        return args
+    guard = STRING_METHOD_GUARDS.get(getattr(method, "__name__", ""))
+    if guard is None:
+        return args
+    if guard is _method_format and getattr(method, "__name__", "") == "format_map":
+        mapping = args[0] if args else {}
+        guard(budget, owner, *(mapping.values() if isinstance(mapping, Mapping) else ()))
+        return args
+    replaced = guard(budget, owner, *args, **kwargs)
+    if replaced is not None and args:
+        return (replaced, *args[1:])
+    return args
