@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tidings.config import Settings
+from tidings.keys_cli import keys_app
 
 if TYPE_CHECKING:
     from tidings.client import Tidings
@@ -29,7 +30,6 @@ app = typer.Typer(
 )
 templates_app = typer.Typer(help="Template revisions.", no_args_is_help=True)
 policy_app = typer.Typer(help="Policy versions.", no_args_is_help=True)
-keys_app = typer.Typer(help="API keys.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 app.add_typer(templates_app, name="templates")
 app.add_typer(policy_app, name="policy")
@@ -122,6 +122,8 @@ def worker(
         lease_seconds=lease_seconds or settings.lease_seconds,
         concurrency={"sms": sms_concurrency, "email": email_concurrency},
         not_received_after=settings.not_received_after_seconds,
+        event_push_concurrency=settings.event_push_concurrency,
+        event_push_deadline=settings.event_push_deadline_seconds,
     )
     url = _await_database(settings, database_wait_seconds, stop)
     if url is None:
@@ -164,6 +166,11 @@ def simulator(
     config: dict[str, Any] = {"seed": seed}
     if webhook_url:
         config["webhook_url"] = webhook_url
+    # Signs with the secret `tidings serve` checks (TIDINGS_SIMULATOR_WEBHOOK_SECRET);
+    # unset, its development default, which serve accepts on loopback only.
+    secret = Settings().simulator_webhook_secret
+    if secret is not None:
+        config["webhook_secret"] = secret.get_secret_value()
     run(host, port, **config)
 
 
@@ -171,6 +178,16 @@ def simulator(
 def serve(
     port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
     host: str = "127.0.0.1",
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            help="serve Prometheus /metrics (every tenant's ledger numbers) on this port; "
+            "never on the API port"
+        ),
+    ] = None,
+    metrics_host: Annotated[
+        str, typer.Option(help="address the metrics port listens on (keep it internal)")
+    ] = "127.0.0.1",
     database_wait_seconds: DatabaseWait = None,
 ) -> None:
     """Serve the HTTP API (and the console at /console)."""
@@ -190,45 +207,36 @@ def serve(
         return
     with _tidings(url=url) as t:
         try:
-            adapters = by_name(adapters_from_settings(settings))
+            adapters = by_name(adapters_from_settings(settings, serving_host=host))
         except Exception:  # webhooks need adapters; the API itself does not
             adapters = {}
+        if metrics_port is not None:
+            from tidings.observability.metrics import serve_ledger_metrics
+
+            serve_ledger_metrics(t, metrics_port, metrics_host)
         run_api(host, port, t, adapters)
-
-
-@keys_app.command("create")
-def keys_create(
-    tenant: Annotated[str, typer.Option(help="the tenant the key acts for")],
-    scopes: Annotated[
-        str, typer.Option(help="comma-separated: send,read,admin,webhook")
-    ] = "send,read",
-    name: Annotated[str, typer.Option(help="a label for the key")] = "cli",
-) -> None:
-    """Create an API key; the key itself is the last word printed (shown once)."""
-    from tidings.store.api_keys import create_key
-
-    with _tidings(tenant) as t:
-        t.migrate()
-        with t.db.transaction() as conn:
-            key_id, plaintext = create_key(conn, tenant, scopes.split(","), name)
-    console.print(
-        f"key {key_id} for tenant {tenant} with scopes {scopes}: {plaintext}", soft_wrap=True
-    )
 
 
 @app.command()
 def up(
     port: Annotated[int, typer.Option(help="API and console port")] = 8000,
     simulator_port: Annotated[int, typer.Option(help="provider simulator port")] = 8099,
+    metrics_port: Annotated[int, typer.Option(help="Prometheus /metrics port")] = 9464,
 ) -> None:
     """Everything at once: embedded database, API, console, worker, simulator."""
     from tidings.devstack import DevStack
 
-    stack = DevStack(Settings(), api_port=port, simulator_port=simulator_port).start()
+    # A development stack: event webhooks to a receiver on this machine are
+    # the point (src/tidings/outbound.py); set it to 0 to try the refusal.
+    os.environ.setdefault("TIDINGS_ALLOW_PRIVATE_WEBHOOKS", "1")
+    stack = DevStack(
+        Settings(), api_port=port, simulator_port=simulator_port, metrics_port=metrics_port
+    ).start()
     try:
         key = stack.dev_key()
         console.print(f"API       {stack.api_url}  (OpenAPI at {stack.api_url}/docs)")
         console.print(f"console   {stack.api_url}/console")
+        console.print(f"metrics   {stack.metrics_url}  (Prometheus; not on the API port)")
         console.print(f"simulator {stack.simulator_url}  (ledger at {stack.simulator_url}/_ledger)")
         console.print(f"database  embedded, in {stack.settings.resolved_home() / 'pgdata'}")
         console.print("Ctrl-C stops everything; intents are durable and resume on the next start.")
@@ -245,6 +253,32 @@ def demo() -> None:
     from tidings.demo.run import run_demo
 
     raise typer.Exit(run_demo(console))
+
+
+@app.command()
+def docs(
+    port: Annotated[int, typer.Option(help="port to serve the site on")] = 8001,
+    host: str = "127.0.0.1",
+) -> None:
+    """Serve the documentation site with live reload (needs the `docs` extra).
+
+    Runs `mkdocs serve` on the mkdocs.yml of this source tree; the reference
+    pages are generated from the installed code as the site builds.
+    """
+    config = Path(__file__).resolve().parents[2] / "mkdocs.yml"
+    if not config.is_file():
+        errors.print("error: no mkdocs.yml here; run this from a clone of the repository")
+        raise typer.Exit(1)
+    try:
+        from mkdocs.__main__ import cli as mkdocs_cli
+    except ImportError:
+        errors.print("error: the docs extra is not installed: pip install -e '.[docs]'")
+        raise typer.Exit(1) from None
+    os.chdir(config.parent)  # the hook and docs_dir are relative to it
+    mkdocs_cli.main(
+        ["serve", "--config-file", str(config), "--dev-addr", f"{host}:{port}"],
+        prog_name="mkdocs",
+    )
 
 
 @app.command()
@@ -288,9 +322,9 @@ def timeline_table(entries: list[TimelineEntry]) -> Table:
 @templates_app.command("validate")
 def templates_validate(path: Path) -> None:
     """The deploy gate: fail on any template revision that cannot be sent."""
-    from tidings.templates.validate import validate_files
+    from tidings.templates.files import validate_files
 
-    report = validate_files(path)
+    report = validate_files(path, limits=Settings().render_limits())
     console.print(report.format_text())
     raise typer.Exit(0 if report.ok else 1)
 

@@ -25,6 +25,7 @@ from tidings.domain.errors import AlreadyTerminal, InvalidInput, NotFound, Stale
 from tidings.domain.intent import Intent, TimelineEntry
 from tidings.domain.keywords import Keyword, classify
 from tidings.domain.recipients import Channel, normalize_email, normalize_phone, parse_channel
+from tidings.domain.storable import check_fields
 from tidings.domain.transitions import Event
 from tidings.intake import IntentRequest, create_or_replay
 from tidings.jobs.freeze import create_job
@@ -34,6 +35,7 @@ from tidings.jobs.status import job_recipients, job_status
 from tidings.jobs.uploads import Items, Upload
 from tidings.jobs.uploads import items as upload_items
 from tidings.jobs.uploads import stage as stage_upload
+from tidings.outbound import AddressPolicy
 from tidings.store import contacts as contact_store
 from tidings.store import ledger
 from tidings.store import policies as policy_store
@@ -181,7 +183,8 @@ class Tidings:
             attachment_policy=attachment_policy,
             provider_template_ids=provider_template_ids or {},
         )
-        errors = [p for p in validate_revision(draft, required_providers) if p.is_error]
+        found = validate_revision(draft, required_providers, self.settings.render_limits())
+        errors = [p for p in found if p.is_error]
         if errors:
             raise InvalidInput(f"template.{errors[0].field}", "; ".join(p.message for p in errors))
         self._ensure_tenant()
@@ -237,6 +240,24 @@ class Tidings:
         conn: psycopg.Connection[Any] | None = None,
     ) -> None:
         """Record a contact and consent evidence (consent is never inferred)."""
+        check_fields(
+            {
+                "ref": ref,
+                "phone": phone,
+                "email": email,
+                "timezone": timezone,
+                "locale": locale,
+                "preferences": dict(preferences or {}),
+            }
+        )
+        for consent in consents:
+            check_fields(
+                {
+                    "consents.purpose": consent.purpose,
+                    "consents.source": consent.source,
+                    "consents.evidence_ref": consent.evidence_ref,
+                }
+            )
         self._ensure_tenant()
         with self.db.transaction(conn) as tx:
             contact_store.put_contact(
@@ -390,6 +411,8 @@ class Tidings:
             raise InvalidInput("url", "must be an http(s) URL")
         if len(secret) < 16:
             raise InvalidInput("secret", "must be at least 16 characters")
+        # Loopback, private, metadata...: refused now, and again at each push.
+        AddressPolicy.from_env().check_url(url)
         self._ensure_tenant()
         with self.db.transaction() as conn:
             execute(

@@ -11,6 +11,8 @@ from pathlib import Path
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tidings.templates.limits import RenderLimits
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TIDINGS_", extra="ignore")
@@ -21,8 +23,13 @@ class Settings(BaseSettings):
     home: Path = Field(default=Path("~/.tidings"))
     secret_key: SecretStr | None = None
     tenant: str = "default"
+    # The tenant inbound messages (STOP/START) act for; unset, `tenant`.
+    # Never taken from the request (api/routes/inbound.py).
+    inbound_tenant: str | None = None
     simulator_url: str | None = None
-    simulator_webhook_secret: SecretStr = SecretStr("tidings-simulator-secret")
+    # Unset, the simulator's webhooks are refused, except in loopback
+    # development (providers/routing.py); `tidings up` makes one per run.
+    simulator_webhook_secret: SecretStr | None = None
     policy_dir: Path | None = None
     pool_size: int = 10
     lease_seconds: float = 30.0
@@ -30,12 +37,51 @@ class Settings(BaseSettings):
     # Uploaded audiences stream past the small JSON body limit; this bounds
     # one upload instead (1 GiB: millions of recipients).
     max_upload_bytes: int = 1024**3
+    # A report attachment's bytes are read at send time from a path or URL
+    # the tenant chose: streamed, and the send fails (ATTACHMENT_TOO_LARGE)
+    # past this, instead of a worker buffering whatever the server sends.
+    max_attachment_bytes: int = 25 * 1024 * 1024
+    # A slow upload must not hold the API: the longest pause between two
+    # chunks of its body, the longest the whole body may take, and how many
+    # one tenant may have in flight per API process (api/upload_slots.py).
+    upload_idle_seconds: float = 30.0
+    upload_deadline_seconds: float = 900.0
+    uploads_per_tenant: int = 2
+    # Requests per second per tenant, shared by every API process, and how
+    # many may come at once after a quiet spell (api/rate_limit.py); 0 turns
+    # the limit off.
+    api_rate_per_second: float = 1000.0
+    api_rate_burst: int = 2000
+    # One template render (templates/limits.py): loop iterations and calls,
+    # bytes per rendered part, seconds. Past one, the send fails with
+    # RENDER_LIMIT; constants past them are refused at publish.
+    template_max_iterations: int = Field(default=100_000, ge=1)
+    template_max_output_bytes: int = Field(default=256 * 1024, ge=1024)
+    template_max_seconds: float = Field(default=1.0, gt=0)
     # How long `worker` and `serve` wait for the database at start-up before
     # giving up; unset, they wait as long as it takes (see store/wait.py).
     database_wait_seconds: float | None = None
+    # The URL clients reach the API at, when a proxy sits in front (e.g.
+    # https://notify.example.com): provider webhook signatures (Twilio) are
+    # computed over it, and https:// makes the console's cookies Secure.
+    public_base_url: str | None = None
+    # Event webhooks (tenant-chosen URLs) to loopback or private addresses:
+    # for development and tests only (src/tidings/outbound.py).
+    allow_private_webhooks: bool = False
+    # Event pushes run on a pool of their own: how many tenants at once,
+    # and the most one request may take, trickled answer included.
+    event_push_concurrency: int = 4
+    event_push_deadline_seconds: float = 10.0
 
     def resolved_home(self) -> Path:
         return self.home.expanduser()
+
+    def render_limits(self) -> RenderLimits:
+        return RenderLimits(
+            max_iterations=self.template_max_iterations,
+            max_output_bytes=self.template_max_output_bytes,
+            max_seconds=self.template_max_seconds,
+        )
 
 
 def load_settings(**overrides: object) -> Settings:

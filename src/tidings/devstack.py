@@ -11,6 +11,7 @@ durable, so the next start carries on where this one stopped.
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 import httpx
 import uvicorn
@@ -25,6 +27,7 @@ import uvicorn
 from tidings.client import Tidings
 from tidings.config import Settings
 from tidings.dispatch.runner import Worker, WorkerConfig
+from tidings.observability.metrics import serve_ledger_metrics
 from tidings.providers.simulator_adapter import SimulatorAdapter
 from tidings.store.api_keys import create_key
 
@@ -43,23 +46,32 @@ class DevStack:
     settings: Settings = field(default_factory=Settings)
     api_port: int = 0
     simulator_port: int = 0
+    metrics_port: int = 0
     simulator_config: dict[str, Any] = field(default_factory=dict)
     worker_config: WorkerConfig = field(default_factory=WorkerConfig)
 
     def __post_init__(self) -> None:
         self.api_port = self.api_port or free_port()
         self.simulator_port = self.simulator_port or free_port()
-        self.secret = self.settings.simulator_webhook_secret.get_secret_value()
+        self.metrics_port = self.metrics_port or free_port()
+        configured = self.settings.simulator_webhook_secret
+        # Unset, a fresh secret per run: never the simulator's well-known one.
+        self.secret = configured.get_secret_value() if configured else secrets.token_urlsafe(32)
         # Names this run's keys, so a second demo in the same home is new work.
         self.run_id = time.strftime("%Y%m%dT%H%M%S")
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._server: uvicorn.Server | None = None
+        self._metrics: WSGIServer | None = None
         self._simulator: subprocess.Popen[bytes] | None = None
 
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.api_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     @property
     def simulator_url(self) -> str:
@@ -71,6 +83,7 @@ class DevStack:
         self._start_simulator()
         self.adapter = SimulatorAdapter(self.simulator_url, self.secret)
         self._start_api()
+        self._metrics = serve_ledger_metrics(self.tidings, self.metrics_port)
         self.worker = Worker(
             self.tidings, {"sms": self.adapter, "email": self.adapter}, config=self.worker_config
         )
@@ -133,6 +146,9 @@ class DevStack:
         self._stop.set()
         if self._server is not None:
             self._server.should_exit = True
+        if self._metrics is not None:
+            self._metrics.shutdown()
+            self._metrics.server_close()
         for thread in self._threads:
             thread.join(timeout=35)
         if self._simulator is not None:

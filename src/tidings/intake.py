@@ -21,8 +21,10 @@ from tidings.domain.errors import IdempotencyConflict, InvalidInput
 from tidings.domain.ids import uuid7
 from tidings.domain.intent import Intent
 from tidings.domain.keys import check_key, fingerprint
+from tidings.domain.moments import check_moment
 from tidings.domain.recipients import Channel, Recipient, parse_channel, parse_recipient
 from tidings.domain.states import IntentState
+from tidings.domain.storable import check_fields
 from tidings.store import ledger, policies, templates
 from tidings.store.database import fetch_all
 from tidings.vault import Vault
@@ -50,6 +52,7 @@ class IntentRequest:
 
     @classmethod
     def parse(cls, *, now: datetime, **raw: Any) -> IntentRequest:
+        check_fields(raw)  # NUL, bad Unicode, JSON too deep: 4xx, not a driver error
         channel = parse_channel(raw.get("channel"))
         name, revision = _template(raw.get("template"))
         return cls(
@@ -276,8 +279,7 @@ def _moment(field: str, value: object, now: datetime, *, future: bool) -> dateti
             value = datetime.fromisoformat(value)
         except ValueError:
             raise InvalidInput(field, "is not an ISO-8601 time") from None
-    if not isinstance(value, datetime) or value.tzinfo is None:
-        raise InvalidInput(field, "must be a time with a UTC offset")
+    value = check_moment(field, value)  # within the range every reader can decode
     if future and value <= now:
         raise InvalidInput(field, "is already in the past")
     return value

@@ -32,6 +32,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from tidings.private_files import make_private_dir, narrow
+
 AES_GCM = b"\x01"
 FERNET = b"g"
 NONCE_BYTES = 12
@@ -86,7 +88,7 @@ def local_secret(home: Path) -> str:
     """The trial key: generated once, readable only by its owner."""
     path = home / "secret.key"
     if not path.exists():
-        home.mkdir(parents=True, exist_ok=True)
+        make_private_dir(home)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
@@ -94,4 +96,5 @@ def local_secret(home: Path) -> str:
         else:
             with os.fdopen(fd, "w") as handle:
                 handle.write(secrets.token_urlsafe(32))
+    narrow(path)  # a key file copied or written by an older version may be 0644
     return path.read_text().strip()

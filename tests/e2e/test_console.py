@@ -179,11 +179,18 @@ def browser() -> Iterator[Any]:
         launched.close()
 
 
+def _sign_in(tab: Any, console: Console) -> None:
+    tab.goto(f"{console.url}/")
+    tab.fill("#key", console.key)
+    tab.click("button[type=submit]")
+    tab.wait_for_selector(".tiles")
+
+
 @pytest.fixture
 def page(browser: Any, console: Console) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1360, "height": 1000})
     tab = context.new_page()
-    tab.goto(f"{console.url}/?key={console.key}")  # moved into a cookie at once
+    _sign_in(tab, console)
     yield tab
     context.close()
 
@@ -200,16 +207,32 @@ def test_sign_in_with_the_form(browser: Any, console: Console) -> None:
     assert response.status == 401
     tab.fill("#key", "tdg_not_a_real_key")
     tab.click("button[type=submit]")
-    assert "unknown or revoked" in tab.inner_text("main")
+    assert "That API key is unknown" in tab.inner_text("main")
     tab.fill("#key", console.key)
     tab.click("button[type=submit]")
     tab.wait_for_selector(".tiles")
     assert console.key not in tab.url
+    cookies = {c["name"]: c for c in context.cookies()}
+    assert console.key not in str(cookies)  # a session id, never the key
+    assert cookies["tidings_console_session"]["httpOnly"] is True
+    assert cookies["tidings_console_session"]["sameSite"] == "Strict"
+    tab.click(".logout button[type=submit]")
+    assert "Signed out" in tab.inner_text("main")
+    assert tab.goto(f"{console.url}/").status == 401
+    context.close()
+
+
+def test_a_key_in_the_address_bar_is_not_accepted(browser: Any, console: Console) -> None:
+    context = browser.new_context()
+    tab = context.new_page()
+    response = tab.goto(f"{console.url}/jobs?key={console.key}")
+    assert response.status == 401 and "key=" not in tab.url
+    assert all(console.key not in c["value"] for c in context.cookies())
     context.close()
 
 
 def test_overview_shows_real_numbers_and_the_open_warning(page: Any, console: Console) -> None:
-    assert "key=" not in page.url  # the key left the address bar
+    assert "key" not in page.url
     rows = counts(console.db_url)
     text = page.inner_text("main")
     delivered = page.inner_text(".tile.s-delivered-text .value")
@@ -256,8 +279,8 @@ def test_timeline_of_a_canceled_intent_shows_the_cancel_and_the_facts(
 
 
 def test_pages_never_show_destinations_or_content(console: Console) -> None:
-    cookies = {"tidings_console_key": console.key}
-    with httpx.Client(base_url=console.url, cookies=cookies) as client:
+    bearer = {"Authorization": f"Bearer {console.key}"}
+    with httpx.Client(base_url=console.url, headers=bearer) as client:
         html = "".join(
             client.get(path).text for path in ("/", "/jobs", f"/intents/{console.canceled_id}")
         )
@@ -322,9 +345,11 @@ def test_an_empty_tenant_renders_every_page(tidings: Tidings) -> None:
     app = FastAPI()
     app.include_router(console_router(tidings), prefix="/ops")  # any prefix works
     with TestClient(app) as client:
-        first = client.get("/ops/", params={"key": key}, follow_redirects=False)
-        assert first.status_code == 303 and first.headers["location"] == "/ops/"
-        client.cookies.set("tidings_console_key", key)
+        login = client.get("/ops/")
+        assert login.status_code == 401 and 'action="/ops/login"' in login.text
+        token = client.cookies["tidings_console_csrf"]
+        signed = client.post("/ops/login", data={"key": key, "csrf": token}, follow_redirects=False)
+        assert signed.status_code == 303 and signed.headers["location"] == "/ops/"
         overview = client.get("/ops/")
         assert overview.status_code == 200
         assert (

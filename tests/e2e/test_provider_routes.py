@@ -166,7 +166,7 @@ def test_email_through_ses_on_moto_simple_and_raw_with_attachment(
         [attempt] = intent.attempts
         assert intent.state is IntentState.ACCEPTED
         assert attempt.state is AttemptState.ACCEPTED and attempt.provider == "ses"
-        assert attempt.attempt_key == attempt_key(intent.idempotency_key, 1)
+        assert attempt.attempt_key == attempt_key(intent.id, 1)
         message_id = attempt.provider_message_id
         assert message_id is not None and message_id in sent
         tags = wire.by_message_id[message_id]["EmailTags"]
@@ -284,7 +284,7 @@ def test_email_through_smtp_to_aiosmtpd(
     assert [a.state for a in retried.attempts] == [AttemptState.FAILED, AttemptState.ACCEPTED]
     [message] = handler.to(grey)
     second = retried.attempts[1]
-    assert second.attempt_key == attempt_key(retried.idempotency_key, 2)
+    assert second.attempt_key == attempt_key(retried.id, 2)
     assert message["Message-ID"] == f"<{message_id_for(second.attempt_key, 'tidings.test')}>"
     assert tidings.get(bounced.id).attempt_count == 1
     assert len(handler.received) == 2

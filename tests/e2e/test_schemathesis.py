@@ -15,6 +15,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
+from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
@@ -29,6 +30,7 @@ from tidings.providers.simulator_adapter import SimulatorAdapter
 TENANT = "acme"
 # Bounded for the everyday suite; raise it for a deeper hunt.
 EXAMPLES = int(os.environ.get("TIDINGS_SCHEMATHESIS_EXAMPLES", "40"))
+NEGATIVE_EXAMPLES = int(os.environ.get("TIDINGS_SCHEMATHESIS_NEGATIVE_EXAMPLES", "30"))
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -69,3 +71,31 @@ def api_key(tidings: Tidings) -> str:
 )
 def test_the_api_keeps_its_contract(case: Any, app: Any, api_key: str) -> None:
     case.call_and_validate(app=app, headers={"Authorization": f"Bearer {api_key}"}, checks=CHECKS)
+
+
+# Invalid input on purpose (wrong types, out-of-range numbers, NUL and other
+# odd characters, missing fields) over every operation, webhooks included:
+# whatever a hostile client sends, the answer is a 4xx problem, never a 5xx
+# (issue #20). Its own schema object, so its generation settings stay apart.
+negative = schemathesis.openapi.from_dict(create_app(cast(Tidings, None)).openapi())
+negative.config.generation.update(
+    modes=[GenerationMode.NEGATIVE], max_examples=NEGATIVE_EXAMPLES, allow_x00=True
+)
+
+
+@negative.parametrize()
+@settings(
+    max_examples=NEGATIVE_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+    ],
+)
+def test_invalid_input_never_answers_5xx(case: Any, app: Any, api_key: str) -> None:
+    response = case.call(app=app, headers={"Authorization": f"Bearer {api_key}"})
+    case.validate_response(response, checks=[not_a_server_error])
+    if response.status_code >= 400:
+        [content_type] = response.headers.get("content-type", [""])
+        assert content_type.startswith("application/problem+json"), response.status_code

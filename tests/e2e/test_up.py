@@ -17,9 +17,12 @@ import httpx
 
 from tests.integration.test_metrics import PINNED
 from tidings.devstack import free_port
+from tidings.domain.keys import attempt_key
 
 
-def start(db_url: str, home: Path, port: int, sim_port: int) -> tuple[subprocess.Popen[str], str]:
+def start(
+    db_url: str, home: Path, port: int, sim_port: int, metrics_port: int = 0
+) -> tuple[subprocess.Popen[str], str]:
     env = {**os.environ, "DATABASE_URL": db_url, "TIDINGS_HOME": str(home), "COLUMNS": "200"}
     proc = subprocess.Popen(
         [
@@ -31,6 +34,8 @@ def start(db_url: str, home: Path, port: int, sim_port: int) -> tuple[subprocess
             str(port),
             "--simulator-port",
             str(sim_port),
+            "--metrics-port",
+            str(metrics_port or free_port()),
         ],
         env=env,
         stdout=subprocess.PIPE,
@@ -60,8 +65,8 @@ def wait_for(url: str, key: str, predicate: Any) -> dict[str, Any]:
 
 
 def test_up_serves_sends_stops_and_resumes(db_url: str, tmp_path: Path) -> None:
-    port, sim_port = free_port(), free_port()
-    proc, key = start(db_url, tmp_path, port, sim_port)
+    port, sim_port, metrics_port = free_port(), free_port(), free_port()
+    proc, key = start(db_url, tmp_path, port, sim_port, metrics_port)
     api = f"http://127.0.0.1:{port}"
     headers = {"Authorization": f"Bearer {key}"}
     try:
@@ -88,8 +93,8 @@ def test_up_serves_sends_stops_and_resumes(db_url: str, tmp_path: Path) -> None:
         intent_id = created.json()["id"]
         wait_for(f"{api}/v1/intents/{intent_id}", key, lambda b: b["state"] == "delivered")
         ledger = httpx.get(f"http://127.0.0.1:{sim_port}/_ledger").json()
-        assert [e["idempotency_key"] for e in ledger] == ["hello:1:attempt:1"]
-        scrape = httpx.get(f"{api}/metrics").text
+        assert [e["idempotency_key"] for e in ledger] == [attempt_key(intent_id, 1)]
+        scrape = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics").text
         assert set(re.findall(r"^# HELP (\S+)", scrape, re.MULTILINE)) == PINNED
         assert 'tidings_intents{state="delivered",tenant="default"} 1.0' in scrape
     finally:

@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import TEST_SECRET
 from tidings import Tidings
+from tidings.domain.keys import attempt_key
 
 from .processes import ledger, offers, simulator, start_worker, wait_until
 
@@ -124,9 +125,9 @@ def test_a_worker_killed_at_each_step_sends_no_second_message(
     assert [a.state for a in got.attempts][-1] in ("accepted", "delivered")
     if point in ("after_claim", "before_send"):
         # never sent: the lookup proved it, and a new attempt key went out
-        assert accepted[0]["idempotency_key"].endswith(":attempt:2")
+        assert accepted[0]["idempotency_key"] == attempt_key(intent.id, 2)
     else:
-        assert accepted[0]["idempotency_key"].endswith(":attempt:1")
+        assert accepted[0]["idempotency_key"] == attempt_key(intent.id, 1)
 
 
 def test_a_worker_stopped_during_a_provider_stall_hands_back_and_exits_within_its_lease(
@@ -202,8 +203,8 @@ def test_a_cancel_while_the_claim_waits_for_its_call_stops_the_call(
                 assert worker.wait(timeout=60) == 0
             entries = ledger(sim)
         got = t.get(last)
-    assert not any(k.startswith("offer:wait-3") for k in called_before)
+    assert attempt_key(last, 1) not in called_before
     sent = Counter(e["idempotency_key"] for e in entries if e["outcome"] in SENT)
-    assert sorted(sent) == [f"offer:wait-{n}:attempt:1" for n in range(3)]
+    assert sorted(sent) == sorted(attempt_key(i, 1) for i in ids[:3])
     assert got.state.value == "canceled"
     assert [(a.state, a.code) for a in got.attempts] == [("failed", "WITHDRAWN")]

@@ -48,7 +48,7 @@ def test_a_missing_wrong_or_revoked_key_is_401(http: TestClient, tidings: Tiding
     with tidings.db.transaction() as conn:
         assert api_keys.revoke(conn, "acme", key_id) is True
         assert api_keys.revoke(conn, "acme", key_id) is False
-    is_problem(http.get("/v1/templates", headers=auth(key)), 401, "UNAUTHENTICATED")
+    is_problem(http.get("/v1/templates", headers=auth(key)), 401, "KEY_REVOKED")
 
 
 def test_keys_are_stored_only_as_hashes(tidings: Tidings, db_url: str) -> None:

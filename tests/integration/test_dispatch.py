@@ -11,6 +11,7 @@ from tidings.dispatch.claim import Claimed
 from tidings.dispatch.message import TemplateCache, prepare
 from tidings.dispatch.observe import apply_observation
 from tidings.dispatch.runner import Worker
+from tidings.domain.keys import attempt_key
 from tidings.observability.metrics import PROCESS_REGISTRY
 from tidings.providers.simulator.core import SimulatorCore
 from tidings.providers.simulator_adapter import InProcessSimulatorAdapter
@@ -36,7 +37,7 @@ def test_a_due_intent_is_sent_once_and_accepted(tidings: Tidings, clock: ManualC
     assert got.state is IntentState.ACCEPTED
     assert got.accepted_at == clock.now()
     [attempt] = got.attempts
-    assert attempt.attempt_key == "waitlist:771:1801:offer:1:attempt:1"
+    assert attempt.attempt_key == attempt_key(intent.id, 1)  # from the id, not the caller key
     assert attempt.provider == "simulator" and attempt.provider_message_id
     assert attempt.segments == 1 and attempt.encoding == "GSM-7"
     [entry] = sends(core)
@@ -169,8 +170,8 @@ def test_a_crash_before_the_call_is_proven_and_retried_under_a_new_key(
         (1, "failed", "NOT_RECEIVED"),
         (2, "accepted", None),
     ]
-    assert claimed.attempt_key == "waitlist:771:1801:offer:1:attempt:1"
-    assert [e["idempotency_key"] for e in sends(core)] == ["waitlist:771:1801:offer:1:attempt:2"]
+    assert claimed.attempt_key == attempt_key(intent.id, 1)
+    assert [e["idempotency_key"] for e in sends(core)] == [attempt_key(intent.id, 2)]
 
 
 def test_a_cancel_during_the_call_wins_and_the_facts_are_kept(
@@ -275,7 +276,7 @@ def test_a_kill_switch_after_the_claim_holds_the_call_until_lifted(
     tidings.set_control("kill_switch", False, channel="sms")
     assert w.dispatch_once() == 1
     [entry] = sends(core)
-    assert entry["idempotency_key"] == "waitlist:771:1801:offer:1:attempt:2"
+    assert entry["idempotency_key"] == attempt_key(intent.id, 2)
     assert tidings.get(intent.id).state is IntentState.ACCEPTED
 
 
@@ -336,7 +337,7 @@ def test_undelivered_resends_exactly_the_budget(tidings: Tidings, clock: ManualC
     got = tidings.get(intent.id)
     assert got.state is IntentState.FAILED
     keys = [e["idempotency_key"] for e in sends(core)]
-    assert keys == [f"waitlist:771:1801:offer:1:attempt:{n}" for n in (1, 2, 3)]
+    assert keys == [attempt_key(intent.id, n) for n in (1, 2, 3)]
 
 
 def test_a_retry_after_past_the_deadline_means_no_second_try(

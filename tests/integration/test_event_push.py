@@ -26,7 +26,9 @@ class Receiver:
 
 
 @pytest.fixture
-def receiver(clock: ManualClock) -> Iterator[tuple[Receiver, str]]:
+def receiver(clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Receiver, str]]:
+    # The receiver is on loopback: allowed only by the development setting.
+    monkeypatch.setenv("TIDINGS_ALLOW_PRIVATE_WEBHOOKS", "1")
     state = Receiver()
 
     class Handler(BaseHTTPRequestHandler):

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from tidings import IntentState, ManualClock, Tidings
-from tidings.dispatch.minting import HttpMinter
+from tidings.dispatch.minting import HttpMinter, MintScope
 from tidings.providers.base import OutboundMessage, SendResult
 from tidings.providers.simulator_adapter import InProcessSimulatorAdapter
 from tidings.signing import SIGNATURE_HEADER, verify_signature
@@ -78,7 +78,7 @@ def test_tokens_are_minted_over_http_and_forgotten(
     adapter.bodies = []
     w = worker(tidings, core)
     w.adapters = {"sms": adapter, "email": adapter}
-    w.minters["password_reset"] = HttpMinter(url, SECRET)
+    w.minters["password_reset"] = HttpMinter(url, SECRET, MintScope.parse(tidings.tenant))
     w.dispatch_once()  # the first mint meets an outage: that one waits, unsent
     assert len(adapter.bodies) == len(tokens) == 1
     with tidings.db.transaction() as conn:

@@ -105,14 +105,17 @@ class SnsSigner:
         key: rsa.RSAPrivateKey | None = None,
         cert_url: str = CERT_URL,
         topic_arn: str = TOPIC_ARN,
+        timestamp: datetime | None = None,
         **extra: str,
     ) -> dict[str, Any]:
+        # SNS stamps the time it published the message (verifiers refuse old ones).
+        at = timestamp or datetime.now(UTC)
         doc: dict[str, Any] = {
             "Type": kind,
             "MessageId": message_id or str(uuid.uuid4()),
             "TopicArn": topic_arn,
             "Message": payload if isinstance(payload, str) else json.dumps(payload),
-            "Timestamp": "2030-01-02T03:04:05.678Z",
+            "Timestamp": at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z",
             "SignatureVersion": version,
             "SigningCertURL": cert_url,
             "UnsubscribeURL": "https://sns.us-east-1.amazonaws.com/?Action=Unsubscribe",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -29,6 +30,7 @@ from tidings.providers.base import (
     ObservedStatus,
     OutboundMessage,
     ProviderError,
+    ProviderUnavailable,
     RejectCode,
     Rejected,
     Retryable,
@@ -312,13 +314,13 @@ def post(doc: dict[str, Any]) -> bytes:
 
 @pytest.mark.parametrize("version", ["1", "2"])
 def test_both_signature_versions_verify(signer: SnsSigner, version: str) -> None:
-    verifier = SnsVerifier(cert_fetcher=signer.fetch)
+    verifier = SnsVerifier(cert_fetcher=signer.fetch, topic_arns=[TOPIC_ARN])
     message = verifier.verify(post(signer.message({"x": 1}, version=version, Subject="hi")))
     assert message.type == "Notification" and json.loads(message.message) == {"x": 1}
 
 
 def test_certificates_are_cached(signer: SnsSigner) -> None:
-    verifier = SnsVerifier(cert_fetcher=signer.fetch)
+    verifier = SnsVerifier(cert_fetcher=signer.fetch, topic_arns=[TOPIC_ARN])
     for _ in range(3):
         verifier.verify(post(signer.message({"x": 1})))
     assert signer.fetched == [CERT_URL]
@@ -337,7 +339,7 @@ def test_subscription_confirmations_verify_and_yield_no_observations(
         make_adapter(client, signer).verify_webhook(WebhookRequest("POST", "u", {}, post(doc)))
         == []
     )
-    verifier = SnsVerifier(cert_fetcher=signer.fetch)
+    verifier = SnsVerifier(cert_fetcher=signer.fetch, topic_arns=[TOPIC_ARN])
     assert verifier.verify(post(doc)).subscribe_url.startswith("https://sns.")
 
 
@@ -357,7 +359,7 @@ def test_certificate_urls_off_sns_hosts_are_refused_before_any_fetch(
     signer: SnsSigner, url: str
 ) -> None:
     assert not is_sns_cert_url(url)
-    verifier = SnsVerifier(cert_fetcher=signer.fetch)
+    verifier = SnsVerifier(cert_fetcher=signer.fetch, topic_arns=[TOPIC_ARN])
     with pytest.raises(InvalidSignature, match="SigningCertURL"):
         verifier.verify(post(signer.message({"x": 1}, cert_url=url)))
     assert signer.fetched == []
@@ -391,13 +393,19 @@ def test_refusals(signer: SnsSigner) -> None:
 def test_a_certificate_not_issued_to_sns_is_refused() -> None:
     impostor = SnsSigner(common_name="www.example.test")
     with pytest.raises(InvalidSignature, match="SNS host"):
-        SnsVerifier(cert_fetcher=impostor.fetch).verify(post(impostor.message({"x": 1})))
+        verifier = SnsVerifier(cert_fetcher=impostor.fetch, topic_arns=[TOPIC_ARN])
+        verifier.verify(post(impostor.message({"x": 1})))
 
 
 def test_an_expired_certificate_is_refused(signer: SnsSigner) -> None:
-    later = SnsVerifier(cert_fetcher=signer.fetch, clock=lambda: 4_102_444_800.0)  # 2100
+    later = SnsVerifier(
+        cert_fetcher=signer.fetch,
+        topic_arns=[TOPIC_ARN],
+        clock=lambda: 4_102_444_800.0,  # 2100
+    )
+    stamp = datetime.fromtimestamp(4_102_444_800.0, UTC)
     with pytest.raises(InvalidSignature, match="validity"):
-        later.verify(post(signer.message({"x": 1})))
+        later.verify(post(signer.message({"x": 1}, timestamp=stamp)))
 
 
 def test_a_certificate_that_cannot_be_fetched_is_not_a_bad_signature(signer: SnsSigner) -> None:
@@ -405,8 +413,9 @@ def test_a_certificate_that_cannot_be_fetched_is_not_a_bad_signature(signer: Sns
         raise OSError("network down")
 
     with pytest.raises(ProviderError) as raised:
-        SnsVerifier(cert_fetcher=unreachable).verify(post(signer.message({"x": 1})))
-    assert not isinstance(raised.value, InvalidSignature)  # the caller should answer 5xx
+        verifier = SnsVerifier(cert_fetcher=unreachable, topic_arns=[TOPIC_ARN])
+        verifier.verify(post(signer.message({"x": 1})))
+    assert isinstance(raised.value, ProviderUnavailable)  # the caller answers 5xx
 
 
 def test_built_from_env_without_secrets_in_repr(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -278,7 +278,7 @@ def test_receipts_from_the_process_reach_a_real_receiver(
     receiver = Receiver()
     try:
         http_control.configure(webhook_url=receiver.url, receipt_delay_ms=0)
-        with SimulatorAdapter(simulator_url, timeout=2.0) as adapter:
+        with SimulatorAdapter(simulator_url, DEFAULT_WEBHOOK_SECRET, timeout=2.0) as adapter:
             sent = adapter.send(sms(), "k-receipt")
             arrived = receiver.wait_for(2)
             requests = [WebhookRequest("POST", receiver.url, h, b) for h, b in arrived]

@@ -43,8 +43,12 @@ from tidings.providers.base import (
 from tidings.providers.settings import adapter_from_env
 from tidings.providers.twilio import TwilioAdapter, signature, url_variants
 
+# Twilio's published OpenAPI description, kept in shared/ beside the clone.
 SPEC_PATH = Path(
-    os.environ.get("TIDINGS_TWILIO_OPENAPI", "/work/shared/providers/twilio_api_v2010.json")
+    os.environ.get(
+        "TIDINGS_TWILIO_OPENAPI",
+        Path(__file__).resolve().parents[3] / "shared" / "providers" / "twilio_api_v2010.json",
+    )
 )
 MESSAGES = "/2010-04-01/Accounts/{AccountSid}/Messages.json"
 MESSAGE = "/2010-04-01/Accounts/{AccountSid}/Messages/{Sid}.json"
@@ -486,7 +490,7 @@ def prism_binary() -> str | None:
     candidates = [
         os.environ.get("TIDINGS_PRISM"),
         shutil.which("prism"),
-        "/tmp/prism/node_modules/.bin/prism",
+        str(Path(__file__).resolve().parents[2] / ".tools" / "node_modules" / ".bin" / "prism"),
     ]
     return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
 

@@ -259,6 +259,29 @@ def no_observation_lost(s: Snapshot) -> list[str]:
     return found
 
 
+def tenants_kept_apart(s: Snapshot) -> list[str]:
+    """Invariant 11 on the evidence: two tenants may use the same idempotency
+    key, yet what the provider sees names one attempt of one tenant, and every
+    observation lands on an intent of the tenant it was stored for."""
+    found = []
+    owners: dict[str, set[Any]] = defaultdict(set)
+    for a in s.attempts:
+        owners[a["attempt_key"]].add((a.get("tenant_id"), a["intent_id"]))
+    for key, attempts in sorted(owners.items()):
+        if len(attempts) > 1:
+            named = sorted(map(str, attempts))
+            found.append(f"attempt key {key} names {len(attempts)} attempts: {named}")
+    tenant_of = {i["id"]: i.get("tenant_id") for i in s.intents}
+    for o in s.observations:
+        intent = o.get("intent_id")
+        if intent is not None and intent in tenant_of and tenant_of[intent] != o.get("tenant_id"):
+            found.append(
+                f"observation {o['dedupe_key']} of tenant {o.get('tenant_id')} landed on "
+                f"intent {intent} of tenant {tenant_of[intent]}"
+            )
+    return found
+
+
 def _claims(s: Snapshot) -> dict[tuple[Any, int], Row]:
     claims = {}
     for t in s.transitions:
@@ -277,6 +300,7 @@ CHECKS: tuple[Callable[[Snapshot], list[str]], ...] = (
     no_unjustified_second_message,
     counts_derivable_from_rows,
     no_observation_lost,
+    tenants_kept_apart,
 )
 
 

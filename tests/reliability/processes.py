@@ -121,11 +121,13 @@ class Fleet:
     exits: list[WorkerExit] = field(default_factory=list)
     sim_port: int = 0
     api_port: int = 0
+    metrics_port: int = 0
     _serial: int = 0
 
     def __post_init__(self) -> None:
         self.sim_port = self.sim_port or free_port()
         self.api_port = self.api_port or free_port()
+        self.metrics_port = self.metrics_port or free_port()
 
     @property
     def sim_url(self) -> str:
@@ -134,6 +136,10 @@ class Fleet:
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.api_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
@@ -160,7 +166,9 @@ class Fleet:
             webhook_url,
         ).start()
         _wait_healthy(f"{self.sim_url}/healthz", self.simulator)
-        self.api = self._proc("api", "serve", "--port", str(self.api_port)).start()
+        self.api = self._proc(
+            "api", "serve", "--port", str(self.api_port), "--metrics-port", str(self.metrics_port)
+        ).start()
         _wait_healthy(f"{self.api_url}/healthz", self.api)
         for _ in range(self.workers_wanted):
             self.start_worker()

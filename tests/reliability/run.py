@@ -178,7 +178,9 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
     settled = _wait_settled(db_url, config.settle_timeout_s)
     seconds["settle"] = round(settled if settled is not None else config.settle_timeout_s, 1)
 
-    evidence = snapshot.take(db_url, fleet.sim_url, fleet.api_url, work.api_key, work.jobs)
+    evidence = snapshot.take(
+        db_url, fleet.sim_url, fleet.api_url, work.api_key, work.jobs, fleet.metrics_url
+    )
     evidence.extra = extra
     evidence.extra["idempotent_create"] = list(work.mismatches)
     non_duplicate = {k: n for k, n in injector.replay_effects.items() if k != "duplicate"}

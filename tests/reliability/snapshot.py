@@ -25,7 +25,9 @@ from .processes import call
 PROJECTION_READS = 5
 
 
-def take(db_url: str, sim_url: str, api_url: str, api_key: str, jobs: list[str]) -> Snapshot:
+def take(
+    db_url: str, sim_url: str, api_url: str, api_key: str, jobs: list[str], metrics_url: str
+) -> Snapshot:
     # Receipts first: one the API acknowledged before the rows are read must be
     # in them (a straggler acknowledged later would look lost).
     receipts = _get(f"{sim_url}/_receipts")
@@ -35,13 +37,13 @@ def take(db_url: str, sim_url: str, api_url: str, api_key: str, jobs: list[str])
         now = datetime.now(UTC)
         intents = _rows(
             conn,
-            "SELECT id, state, version, expires_at, resend_budget, attempt_count, next_due_at,"
-            " lease_owner, lease_expires_at, job_id FROM intents",
+            "SELECT id, tenant_id, state, version, expires_at, resend_budget, attempt_count,"
+            " next_due_at, lease_owner, lease_expires_at, job_id FROM intents",
         )
         attempts = _rows(
             conn,
-            "SELECT intent_id, n, attempt_key, state, code, provider_message_id, accepted_at,"
-            " next_check_at FROM attempts",
+            "SELECT tenant_id, intent_id, n, attempt_key, state, code, provider_message_id,"
+            " accepted_at, next_check_at FROM attempts",
         )
         transitions = _rows(
             conn,
@@ -62,7 +64,7 @@ def take(db_url: str, sim_url: str, api_url: str, api_key: str, jobs: list[str])
         ledger_after=_get(f"{sim_url}/_ledger"),
         receipts=receipts,
         job_counts={j: _job_counts(db_url, api_url, api_key, j) for j in jobs},
-        metric_counts=_metric_counts(db_url, api_url),
+        metric_counts=_metric_counts(db_url, metrics_url),
     )
 
 
@@ -80,20 +82,23 @@ def _job_counts(
     return api, rows
 
 
-def _metric_counts(db_url: str, api_url: str) -> tuple[dict[str, int], dict[str, int]] | None:
+def _metric_counts(db_url: str, metrics_url: str) -> tuple[dict[str, int], dict[str, int]] | None:
     sql = "SELECT state, count(*) AS n FROM intents GROUP BY state"
     metrics: dict[str, int] = {}
     rows: dict[str, int] = {}
     for _ in range(PROJECTION_READS):
-        answer = call("GET", f"{api_url}/metrics")
+        answer = call("GET", metrics_url)
         if answer is None or answer.status_code != 200:
             return None
         metrics = {}
         for family in text_string_to_metric_families(answer.text):
             if family.name == "tidings_intents":
                 for sample in family.samples:
+                    # One sample per tenant (and other labels): the rows are
+                    # counted over all of them.
                     if sample.value:
-                        metrics[sample.labels["state"]] = int(sample.value)
+                        state = sample.labels["state"]
+                        metrics[state] = metrics.get(state, 0) + int(sample.value)
         rows = _counts(db_url, sql, ())
         if metrics == rows:
             break

@@ -175,3 +175,28 @@ def test_a_lost_receipt_the_api_never_acknowledged_is_no_violation() -> None:
     s = delivered_once()
     s.receipts.append({"event_id": "E3", "status": "sent", "state": "lost"})
     assert broken(s) == {}
+
+
+def _two_tenants(rival_key: str) -> inv.Snapshot:
+    s = delivered_once()
+    rival = uuid.UUID("01a22900-0000-7000-8000-000000000002")
+    s.intents[0]["tenant_id"] = "acme"
+    s.intents.append({**s.intents[0], "id": rival, "tenant_id": "rival"})
+    s.attempts[0]["tenant_id"] = "acme"
+    s.attempts.append({**attempt(1, rival_key, "delivered"), "intent_id": rival})
+    s.attempts[-1]["tenant_id"] = "rival"
+    return s
+
+
+def test_an_attempt_key_shared_by_two_tenants_is_caught() -> None:
+    assert inv.tenants_kept_apart(_two_tenants("r:attempt:1")) == []
+    assert inv.tenants_kept_apart(_two_tenants(KEY1)) != []
+
+
+def test_a_receipt_stored_on_another_tenants_intent_is_caught() -> None:
+    s = delivered_once()
+    s.intents[0]["tenant_id"] = "acme"
+    s.observations[0].update(tenant_id="acme", intent_id=ID)
+    assert inv.tenants_kept_apart(s) == []
+    s.observations[0]["tenant_id"] = "rival"
+    assert list(broken(s)) == ["tenants_kept_apart"]

@@ -45,6 +45,8 @@ PROFILES: tuple[tuple[str, float, str, str, bool], ...] = (
     ("sms_5xx", 2.0, "sms", "+14155550500", True),
     ("sms_429", 1.5, "sms", "+14155550429", True),
 )
+RIVAL_TENANT = "rival"
+RIVAL_SHARE = 0.2  # of the HTTP trickle, created again by the rival tenant
 # Long enough to outlive a flood's own transaction, short enough to pass mid-run.
 NEAR_DEADLINE_S = (15.0, 60.0)
 # The harness's own pool meets the same dead connections as everyone after a
@@ -74,6 +76,9 @@ class Workload:
     rng: random.Random
     tag: str  # makes this run's idempotency keys unique
     api_key: str = ""
+    # A second tenant that reuses the first one's idempotency keys over HTTP:
+    # each must get its own sends and receipts (invariant 11).
+    rival_key: str = ""
     created: Counter[str] = field(default_factory=Counter)
     outcomes: Counter[str] = field(default_factory=Counter)
     mismatches: list[str] = field(default_factory=list)
@@ -97,6 +102,18 @@ class Workload:
             _, self.api_key = create_key(
                 conn, self.t.tenant, ("send", "read", "admin", "webhook"), "reliability"
             )
+        rival = self.t.for_tenant(RIVAL_TENANT)
+        for channel in ("sms", "email"):
+            subject = "Booking {{ booking }}" if channel == "email" else None
+            rival.publish_template(
+                TEMPLATE,
+                channel=channel,
+                subject=subject,
+                body=BODY,
+                required_variables=["name", "booking"],
+            )
+        with self.t.db.transaction() as conn:
+            _, self.rival_key = create_key(conn, RIVAL_TENANT, ("send", "read"), "rival")
 
     # --- creating --------------------------------------------------------
 
@@ -157,6 +174,8 @@ class Workload:
             return None
         intent_id = str(first.json()["id"])
         self._remember([(kind, intent_id)])
+        if rng.random() < RIVAL_SHARE:
+            self._rival_copy(wire)
         if replay:
             again = call("POST", f"{self.api_url}/v1/intents", json=wire, headers=self._auth())
             if again is not None and again.status_code in (200, 201):
@@ -204,6 +223,15 @@ class Workload:
             self.jobs.append(str(job["id"]))
             self.created["job"] += 1
             self.created["job_recipients"] += size
+
+    def _rival_copy(self, wire: dict[str, Any]) -> None:
+        """The same request, the same key, from the rival tenant."""
+        auth = {"Authorization": f"Bearer {self.rival_key}"}
+        answer = call("POST", f"{self.api_url}/v1/intents", json=wire, headers=auth)
+        self._count(f"rival_create_{answer.status_code if answer is not None else 'unreachable'}")
+        if answer is not None and answer.status_code == 201:
+            with self._lock:
+                self.created["rival"] += 1
 
     # --- cancelling ------------------------------------------------------
 

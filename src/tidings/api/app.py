@@ -19,11 +19,12 @@ from fastapi.openapi.utils import get_openapi
 from tidings.api import problems
 from tidings.api.middleware import BodyLimit, CatchAll
 from tidings.api.openapi import problems_as_problem_json
+from tidings.api.rate_limit import TenantRateLimit
 from tidings.api.routes import ROUTERS, audiences
+from tidings.api.upload_slots import UploadSlots
 from tidings.client import Tidings
 from tidings.config import Settings
 from tidings.console import console_router
-from tidings.observability.metrics import metrics_router
 from tidings.providers.base import ProviderAdapter
 
 API_VERSION = "1.0.0"
@@ -40,12 +41,31 @@ class ApiSettings:
     # Uploaded audiences are streamed, never buffered, so they get their own
     # much larger limit (TIDINGS_MAX_UPLOAD_BYTES).
     max_upload_bytes: int = 1024**3
-    # Set when a proxy sits in front: webhook signatures cover the public URL.
+    # Set when a proxy sits in front (TIDINGS_PUBLIC_BASE_URL): webhook
+    # signatures cover the public URL; https:// makes console cookies Secure.
     public_base_url: str | None = None
+    # Whose opt-outs inbound STOPs are (TIDINGS_INBOUND_TENANT); unset, the
+    # server's own tenant. Never from the request.
+    inbound_tenant: str | None = None
+    # Slow uploads and request floods (issue #20): see config.Settings.
+    upload_idle_seconds: float = 30.0
+    upload_deadline_seconds: float = 900.0
+    uploads_per_tenant: int = 2
+    api_rate_per_second: float = 1000.0
+    api_rate_burst: int = 2000
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ApiSettings:
-        return cls(max_upload_bytes=settings.max_upload_bytes)
+        return cls(
+            inbound_tenant=settings.inbound_tenant,
+            upload_idle_seconds=settings.upload_idle_seconds,
+            upload_deadline_seconds=settings.upload_deadline_seconds,
+            uploads_per_tenant=settings.uploads_per_tenant,
+            api_rate_per_second=settings.api_rate_per_second,
+            api_rate_burst=settings.api_rate_burst,
+            max_upload_bytes=settings.max_upload_bytes,
+            public_base_url=settings.public_base_url,
+        )
 
 
 def create_app(
@@ -60,10 +80,15 @@ def create_app(
     app.state.tidings = tidings
     app.state.adapters = dict(adapters or {})
     app.state.api_settings = config
+    app.state.rate_limit = TenantRateLimit(config.api_rate_per_second, config.api_rate_burst)
+    app.state.upload_slots = UploadSlots(config.uploads_per_tenant)
     for router in ROUTERS:
         app.include_router(router)
-    app.include_router(metrics_router())
-    app.include_router(console_router(tidings), prefix="/console")
+    # No /metrics here: it names every tenant. `tidings serve --metrics-port`
+    # serves it on a listener of its own (observability.metrics).
+    app.include_router(
+        console_router(tidings, public_base_url=config.public_base_url), prefix="/console"
+    )
     problems.install(app)
     # Last added runs first: the size limit guards everything, and CatchAll
     # sits inside it so even a failing handler answers problem+json.

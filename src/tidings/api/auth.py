@@ -17,9 +17,16 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tidings.api.problems import Forbidden, Unauthenticated
+from tidings.api.rate_limit import TenantRateLimit
 from tidings.client import Tidings
 from tidings.store import api_keys
-from tidings.store.api_keys import Principal
+from tidings.store.api_keys import Principal, Refusal
+
+REFUSALS = {
+    Refusal.UNKNOWN: "the API key is unknown",
+    Refusal.REVOKED: "the API key was revoked",
+    Refusal.EXPIRED: "the API key has expired",
+}
 
 bearer = HTTPBearer(auto_error=False, description="An API key: `tdg_<key id>_<secret>`")
 
@@ -53,19 +60,35 @@ def authenticate(
     if credentials is None:
         raise Unauthenticated()
     with root.db.statements() as conn:  # one read: no BEGIN and COMMIT around it
-        principal = api_keys.authenticate(conn, credentials.credentials)
-    if principal is None:
-        raise Unauthenticated("the API key is unknown or revoked")
-    return principal
+        found = api_keys.check(conn, credentials.credentials, root.clock.now())
+    if isinstance(found, Refusal):
+        raise Unauthenticated(REFUSALS[found], code=found.value)
+    return found
+
+
+def within_rate(request: Request, root: Tidings, principal: Principal) -> None:
+    """Admit the key's tenant by its request rate, or raise 429.
+
+    The rate is per tenant and shared by every API process (api/rate_limit.py),
+    so one tenant's flood cannot take another's share of the database. Called
+    from `require`'s dependency rather than being one: a dependency of its
+    own would cost every request another hop to the thread pool.
+    """
+    limit: TenantRateLimit | None = getattr(request.app.state, "rate_limit", None)
+    if limit is not None:
+        limit.admit(root.db, principal.tenant_id, root.clock.now())
 
 
 def require(scope: str) -> Callable[..., Caller]:
-    """A dependency admitting keys with `scope`, answering 401 or 403 otherwise."""
+    """A dependency admitting keys with `scope` within the tenant's rate,
+    answering 401, 403 or 429 otherwise."""
 
     def dependency(
+        request: Request,
         root: Annotated[Tidings, Depends(engine)],
         principal: Annotated[Principal, Depends(authenticate)],
     ) -> Caller:
+        within_rate(request, root, principal)
         if not principal.allows(scope):
             raise Forbidden(f"this API key lacks the {scope!r} scope")
         return Caller(principal, root.for_tenant(principal.tenant_id))

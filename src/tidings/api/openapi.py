@@ -14,17 +14,20 @@ from tidings.api.problems import MEDIA_TYPE, Problem
 
 NOT_FOUND = 404
 WITH_BODY = (413, 422)
-AUTH = (401, 403)
+# Every authenticated route may answer 429: the tenant's request rate.
+AUTH = (401, 403, 429)
 
 _DESCRIPTIONS = {
     400: "Malformed request",
     401: "No valid API key (or webhook signature)",
     403: "The API key lacks the scope",
     404: "No such resource for this tenant",
+    408: "The body arrived too slowly; the connection is closed",
     409: "Conflicts with the current state",
     413: "The body is too large",
     415: "The body is not in the media type this operation reads",
     422: "Invalid input; nothing was changed",
+    429: "Too many requests for this tenant; retry after `Retry-After` seconds",
     503: "Unavailable",
 }
 

@@ -80,10 +80,16 @@ class InvalidRequest(ApiError):
 
 
 class Unauthenticated(ApiError):
+    """401. `code` is UNAUTHENTICATED, or KEY_REVOKED / KEY_EXPIRED for a key
+    that was once valid (its holder may learn why it stopped working)."""
+
     status, code = 401, "UNAUTHENTICATED"
 
-    def __init__(self, detail: str = "a valid API key is required") -> None:
+    def __init__(
+        self, detail: str = "a valid API key is required", code: str = "UNAUTHENTICATED"
+    ) -> None:
         super().__init__(detail, {"WWW-Authenticate": 'Bearer realm="tidings"'})
+        self.code = code
 
 
 class Forbidden(ApiError):
@@ -108,6 +114,25 @@ class InvalidWebhook(ApiError):
 
 class Unavailable(ApiError):
     status, code = 503, "UNAVAILABLE"
+
+
+class RequestTimeout(ApiError):
+    """408: the client sent its body too slowly; the connection is closed."""
+
+    status, code = 408, "REQUEST_TIMEOUT"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail, {"Connection": "close"})
+
+
+class TooManyRequests(ApiError):
+    """429, with `code` RATE_LIMITED or TOO_MANY_UPLOADS and a Retry-After."""
+
+    status, code = 429, "RATE_LIMITED"
+
+    def __init__(self, code: str, detail: str, retry_after: int) -> None:
+        super().__init__(detail, {"Retry-After": str(retry_after)})
+        self.code = code
 
 
 def problem(
@@ -152,9 +177,12 @@ def from_validation_error(exc: RequestValidationError) -> JSONResponse:
     # destination, so it is never echoed.
     errors = [FieldProblem(field=_field(e["loc"]), message=e["msg"]) for e in exc.errors()]
     first = errors[0] if errors else FieldProblem(field="body", message="invalid request")
+    types = {e["type"] for e in exc.errors()}
+    # A time out of range has its own stable code, as from the domain parsers.
+    code = "DATE_OUT_OF_RANGE" if types == {"date_out_of_range"} else "INVALID_INPUT"
     return problem(
         422,
-        "INVALID_INPUT",
+        code,
         f"{first.field}: {first.message}",
         field=first.field,
         errors=[e.model_dump(exclude_none=True) for e in errors],
@@ -182,6 +210,19 @@ def database_unavailable() -> JSONResponse:
         "the database is unavailable; retry shortly",
         headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
     )
+
+
+def from_data_error(request: Request, exc: Exception) -> JSONResponse:
+    """A value the driver refused to send: the client's text held a NUL.
+
+    The schemas refuse NUL in every field they know; this is the net for a
+    path or query value that reached a query unchecked. Any other DataError
+    (a stored value Python cannot read) is the server's, and stays a 500.
+    """
+    if "NUL (0x00)" in str(exc):
+        return problem(422, "INVALID_INPUT", "text must not contain NUL characters")
+    log.error("data error on %s %s", request.method, request.url.path, exc_info=exc)
+    return internal_error()
 
 
 def internal_error() -> JSONResponse:
@@ -218,6 +259,10 @@ def install(app: FastAPI) -> None:
         log.warning("database unavailable: %s", type(exc).__name__)
         return database_unavailable()
 
+    async def data_error(request: Request, exc: Exception) -> JSONResponse:
+        return from_data_error(request, exc)
+
+    app.add_exception_handler(psycopg.DataError, data_error)
     app.add_exception_handler(psycopg.OperationalError, database_error)
     app.add_exception_handler(psycopg.InterfaceError, database_error)
     app.add_exception_handler(ApiError, api_error)

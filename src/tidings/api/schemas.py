@@ -9,48 +9,51 @@ rendered content.
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from tidings.domain.cancellation import CancelReason
 from tidings.domain.intent import Attempt, Intent, TimelineEntry
+from tidings.domain.moments import bounds_text, within_bounds
+from tidings.domain.storable import json_problem, text_problem
 
 MAX_INT4 = 2**31 - 1
+DATE_OUT_OF_RANGE_ERROR = "date_out_of_range"
 
 
 def clean_text(value: str) -> str:
     # PostgreSQL text cannot hold NUL, and a lone surrogate cannot be encoded:
     # refuse both here rather than fail in the database.
-    if "\x00" in value:
-        raise ValueError("must not contain NUL characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("must be valid Unicode") from None
+    problem = text_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 
 def clean_json(value: Any) -> Any:
-    """Check a free-form JSON value can be stored as jsonb as it is."""
-    if isinstance(value, str):
-        clean_text(value)
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise ValueError("numbers must be finite")
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            clean_text(key)
-            clean_json(item)
-    elif isinstance(value, list):
-        for item in value:
-            clean_json(item)
+    """Check a free-form JSON value can be stored as jsonb as it is, and is
+    bounded in depth and size (`tidings.domain.storable`)."""
+    problem = json_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+def bounded_moment(value: datetime) -> datetime:
+    # The range every reader can decode (domain/moments.py); its own error
+    # type, so the problem answer carries the stable DATE_OUT_OF_RANGE code.
+    if not within_bounds(value):
+        raise PydanticCustomError(DATE_OUT_OF_RANGE_ERROR, bounds_text())
     return value
 
 
 Text = Annotated[str, AfterValidator(clean_text)]
+# Every time a tenant supplies: with a UTC offset, within 1970..9000.
+Moment = Annotated[AwareDatetime, AfterValidator(bounded_moment)]
 JsonObject = Annotated[dict[str, Any], AfterValidator(clean_json)]
 ChannelName = Literal["sms", "email"]
 
@@ -109,8 +112,8 @@ class IntentIn(RequestModel):
     variables: JsonObject = Field(default_factory=dict)
     purpose: Text = Field(min_length=1, max_length=200, examples=["transactional"])
     event_class: Text = Field(min_length=1, max_length=200, examples=["waitlist_offer"])
-    expires_at: AwareDatetime | None = None
-    not_before: AwareDatetime | None = None
+    expires_at: Moment | None = None
+    not_before: Moment | None = None
     correlation_id: Text | None = Field(default=None, min_length=1, max_length=200)
     resend_budget: int | None = Field(default=None, ge=0, le=10)
 
@@ -364,6 +367,39 @@ class ControlOut(BaseModel):
 
 class ControlList(BaseModel):
     items: list[ControlOut]
+
+
+# --- API keys -------------------------------------------------------------------
+
+KeyScope = Literal["send", "read", "admin", "webhook"]
+MAX_KEY_SECONDS = 10 * 366 * 24 * 3600
+
+
+class KeyIn(RequestModel):
+    scopes: list[KeyScope] = Field(min_length=1, max_length=4)
+    name: Annotated[Text, Field(min_length=1, max_length=200)] = "api"
+    expires_at: Moment | None = Field(
+        default=None, description="When the key stops working; at most one of the two"
+    )
+    expires_in_seconds: int | None = Field(default=None, ge=60, le=MAX_KEY_SECONDS)
+
+
+class KeyOut(BaseModel):
+    key_id: str
+    name: str
+    scopes: list[str]
+    state: Literal["live", "expired", "revoked"]
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+
+class KeyCreated(KeyOut):
+    key: str = Field(description="The key itself: shown this once, never again")
+
+
+class KeyList(BaseModel):
+    items: list[KeyOut]
 
 
 # --- webhooks, events, health --------------------------------------------------

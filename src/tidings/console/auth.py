@@ -1,12 +1,12 @@
-"""Who may read the console: the API's own keys, as a browser can send them.
+"""Who may read the console: a signed-in session, or an API key in a header.
 
-A browser cannot add `Authorization: Bearer` to a link, so besides that
-header the console accepts Basic auth (the key as password, for curl and
-scripts), a login form, and `?key=` (handy for the link `tidings up`
-prints; it is moved into a cookie and stripped from the URL at once, but it
-does reach the access log of that one request). The cookie is HttpOnly
-and SameSite=Strict, and the console only ever reads, so a forged
-cross-site request has nothing to do.
+A browser signs in once with a key (the login form, a POST, so the key
+never appears in a URL or an access log) and then carries only a random
+session id (`store.console_sessions`): the key itself never sits in a
+cookie. Scripts may instead send the key as `Authorization: Bearer` or as
+the password of Basic auth. A key in the query string is never accepted.
+A session ends at sign-out, after its lifetime, or when its key is revoked
+or expires.
 
 A key belongs to one tenant: the console shows that tenant. `?tenant=`
 may name it, never another one.
@@ -21,12 +21,16 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from tidings.client import Tidings
-from tidings.store import api_keys
-from tidings.store.api_keys import Principal
+from tidings.store import api_keys, console_sessions
+from tidings.store.api_keys import Principal, Refusal
 
-COOKIE = "tidings_console_key"
-COOKIE_MAX_AGE = 12 * 3600
+COOKIE = "tidings_console_session"
 READ_SCOPES = frozenset({"read", "admin"})
+REFUSALS = {
+    Refusal.UNKNOWN: "That API key is unknown.",
+    Refusal.REVOKED: "That API key was revoked.",
+    Refusal.EXPIRED: "That API key has expired.",
+}
 
 
 @dataclass(frozen=True)
@@ -48,8 +52,8 @@ class Denied(Exception):
         self.message = message
 
 
-def presented_key(request: Request) -> str | None:
-    """The key the request carries, wherever a browser or a script put it."""
+def header_key(request: Request) -> str | None:
+    """The key a script sent in a header (Bearer, or Basic's password)."""
     header = request.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
     if scheme.lower() == "bearer" and value.strip():
@@ -57,23 +61,41 @@ def presented_key(request: Request) -> str | None:
     if scheme.lower() == "basic":
         user, _, password = _basic(value)
         return password or user or None
-    return request.query_params.get("key") or request.cookies.get(COOKIE) or None
+    return None
 
 
 def check_key(root: Tidings, key: str | None) -> Principal:
     if not key:
         raise Denied(401, "Sign in with an API key that has the read scope.")
-    with root.db.transaction() as conn:
-        principal = api_keys.authenticate(conn, key)
-    if principal is None:
-        raise Denied(401, "That API key is unknown or revoked.")
+    with root.db.statements() as conn:  # one read
+        found = api_keys.check(conn, key, root.clock.now())
+    if isinstance(found, Refusal):
+        raise Denied(401, REFUSALS[found])
+    return _reader(found)
+
+
+def check_session(root: Tidings, session_id: str | None) -> Principal:
+    if not session_id:
+        raise Denied(401, "Sign in with an API key that has the read scope.")
+    with root.db.statements() as conn:  # one read
+        found = console_sessions.principal(conn, session_id, root.clock.now())
+    if found is None:
+        raise Denied(401, "Your session has ended; sign in again.")
+    return _reader(found)
+
+
+def _reader(principal: Principal) -> Principal:
     if not principal.scopes & READ_SCOPES:
         raise Denied(403, "That API key lacks the read scope.")
     return principal
 
 
 def viewer(request: Request, root: Tidings) -> Viewer:
-    principal = check_key(root, presented_key(request))
+    key = header_key(request)
+    if key is not None:
+        principal = check_key(root, key)
+    else:
+        principal = check_session(root, request.cookies.get(COOKIE))
     wanted = request.query_params.get("tenant")
     if wanted and wanted != principal.tenant_id:
         raise Denied(403, f"This key belongs to tenant {principal.tenant_id!r}, not {wanted!r}.")

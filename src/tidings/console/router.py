@@ -4,13 +4,15 @@
 
 Read-only by design: the console shows state and says which action is
 available (the kill switch is an API call with an admin key), so a
-stolen browser session cannot send, cancel or stop anything.
+stolen browser session cannot send, cancel or stop anything. Its only
+forms, sign in and sign out, are POSTs checked against forgery
+(`console.csrf`); the session cookie holds a random id, never the key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode
@@ -22,13 +24,16 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from tidings.client import Tidings
-from tidings.console import data
-from tidings.console.auth import COOKIE, COOKIE_MAX_AGE, Denied, Viewer, check_key, viewer
+from tidings.console import csrf, data
+from tidings.console.auth import COOKIE, Denied, Viewer, check_key, viewer
 from tidings.console.chart import progress_bar, states_chart
 from tidings.observability.alerts import duration_text
+from tidings.store import console_sessions
 
 # Everything the page loads comes from this router: no CDN, no inline script
-# or style, no framing (clickjacking), no referrer (URLs name intents).
+# or style, no framing (clickjacking), no referrer to other sites (URLs name
+# intents). "same-origin" rather than "no-referrer": under no-referrer a
+# browser sends `Origin: null` with our own forms, defeating the origin check.
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; "
@@ -36,9 +41,10 @@ SECURITY_HEADERS = {
     ),
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
+SESSION_TTL = timedelta(hours=12)
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
 
 
@@ -72,32 +78,66 @@ def _static_files() -> dict[str, tuple[bytes, str]]:
     return found
 
 
-def console_router(tidings: Tidings) -> APIRouter:
-    """Pages for operators, to mount under `/console` next to the API."""
+def console_router(
+    tidings: Tidings, *, public_base_url: str | None = None, session_ttl: timedelta = SESSION_TTL
+) -> APIRouter:
+    """Pages for operators, to mount under `/console` next to the API.
+
+    `public_base_url` (https://...) marks cookies Secure behind a proxy
+    that terminates TLS, and names the origin the forms are posted from.
+    """
     router = APIRouter(include_in_schema=False)
     env = _environment()
     static = _static_files()
+    secure_by_config = (public_base_url or "").lower().startswith("https://")
+
+    def cookie(request: Request, response: Response, name: str, value: str, age: int) -> None:
+        response.set_cookie(
+            name,
+            value,
+            max_age=age,
+            path=_base(request) or "/",
+            httponly=True,
+            samesite="strict",
+            # https here means TLS reached us, or a trusted proxy said so
+            # (uvicorn's proxy headers, from FORWARDED_ALLOW_IPS only).
+            secure=secure_by_config or request.url.scheme == "https",
+        )
 
     def page(request: Request, template: str, status: int = 200, **context: Any) -> Response:
         base = _base(request)
-        html = env.get_template(template).render(base=base, now=tidings.clock.now(), **context)
-        return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+        token = csrf.token_of(request) or csrf.new_token()
+        html = env.get_template(template).render(
+            base=base, now=tidings.clock.now(), csrf=token, **context
+        )
+        response = HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+        if csrf.token_of(request) is None:
+            cookie(request, response, csrf.CSRF_COOKIE, token, int(session_ttl.total_seconds()))
+        return response
 
     def guarded(request: Request, render: Callable[[Viewer], Response]) -> Response:
-        key = request.query_params.get("key")
+        if "key" in request.query_params:
+            # Keys are never taken from a URL (access logs, history, screen
+            # shares): drop it unread and show the page without it.
+            query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "key"])
+            target = request.url.path + (f"?{query}" if query else "")
+            return RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
         try:
             who = viewer(request, tidings)
         except Denied as denied:
             if denied.status == 401:
                 return page(request, "login.html", 401, message=denied.message)
             return page(request, "error.html", 403, title="Not allowed", message=denied.message)
-        if key:  # move the key out of the URL (history, bookmarks, screenshots)
-            query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "key"])
-            target = request.url.path + (f"?{query}" if query else "")
-            response: Response = RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
-            _set_cookie(request, response, key)
-            return response
         return render(who)
+
+    def forged(request: Request, form: dict[str, list[str]]) -> bool:
+        submitted = (form.get(csrf.FIELD) or [""])[0]
+        return not csrf.form_is_genuine(request, submitted, public_base_url)
+
+    def sign_in(key: str) -> str:
+        principal = check_key(tidings, key)
+        with tidings.db.transaction() as conn:
+            return console_sessions.start(conn, principal, tidings.clock.now(), session_ttl)
 
     @router.get("/", name="console_overview")
     def overview(request: Request) -> Response:
@@ -145,20 +185,32 @@ def console_router(tidings: Tidings) -> APIRouter:
     @router.post("/login", name="console_login")
     async def login(request: Request) -> Response:
         form = parse_qs((await request.body()).decode(errors="replace"))
+        if forged(request, form):
+            message = "That sign-in form did not come from this console; try again."
+            return page(request, "login.html", 403, message=message)
         key = (form.get("key") or [""])[0].strip()
         try:
-            await run_in_threadpool(check_key, tidings, key)
+            session_id = await run_in_threadpool(sign_in, key)
         except Denied as denied:
             return page(request, "login.html", denied.status, message=denied.message)
-        response = RedirectResponse(f"{_base(request)}/", status_code=303)
-        _set_cookie(request, response, key)
+        response = RedirectResponse(f"{_base(request)}/", status_code=303, headers=SECURITY_HEADERS)
+        cookie(request, response, COOKIE, session_id, int(session_ttl.total_seconds()))
         return response
 
-    @router.get("/logout", name="console_logout")
-    def logout(request: Request) -> Response:
+    @router.post("/logout", name="console_logout")
+    async def logout(request: Request) -> Response:
+        form = parse_qs((await request.body()).decode(errors="replace"))
+        if forged(request, form):
+            message = "That sign-out form did not come from this console."
+            return page(request, "error.html", 403, title="Not allowed", message=message)
+        await run_in_threadpool(end_session, request.cookies.get(COOKIE, ""))
         response = page(request, "login.html", 200, message="Signed out.")
-        response.delete_cookie(COOKIE, path=_base(request) or "/")
+        cookie(request, response, COOKIE, "", 0)  # same attributes, or a browser keeps it
         return response
+
+    def end_session(session_id: str) -> None:
+        with tidings.db.transaction() as conn:
+            console_sessions.end(conn, session_id)
 
     @router.get("/static/{name}", name="console_static")
     def asset(name: str) -> Response:
@@ -176,18 +228,6 @@ def console_router(tidings: Tidings) -> APIRouter:
 def _base(request: Request) -> str:
     """The console's path prefix, wherever the app mounted the router."""
     return request.url_for("console_overview").path.rstrip("/")
-
-
-def _set_cookie(request: Request, response: Response, key: str) -> None:
-    response.set_cookie(
-        COOKIE,
-        key,
-        max_age=COOKIE_MAX_AGE,
-        path=_base(request) or "/",
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
-    )
 
 
 def _uuid(value: str) -> UUID | None:

@@ -7,7 +7,7 @@ import logging
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import httpx
 from rich.console import Console
@@ -21,6 +21,7 @@ from tidings.devstack import DevStack
 from tidings.dispatch.runner import WorkerConfig
 from tidings.domain.states import TERMINAL_INTENT
 from tidings.observability.logging import configure_logging
+from tidings.private_files import make_private_dir, open_private_append
 from tidings.store.database import fetch_all
 
 DETAIL_KEYS = ("code", "n", "provider_message_id", "raw_status", "effect", "version")
@@ -33,15 +34,22 @@ SIMULATOR = {"seed": 7, "receipt_delay_ms": 400, "duplicate_rate": 0.25, "reorde
 def run_demo(console: Console, settings: Settings | None = None) -> int:
     settings = settings or Settings()
     home = settings.resolved_home()
-    home.mkdir(parents=True, exist_ok=True)
+    make_private_dir(home)
     console = Console(width=max(console.width, 132), force_terminal=console.is_terminal)
     # Left open for the life of the process: the embedded database logs its
-    # own shutdown at exit, after this function returns.
-    log_file = (home / "demo.log").open("a", encoding="utf-8", buffering=1)
+    # own shutdown at exit, after this function returns. 0600: a log is
+    # where a key or a minted link would end up if anything went wrong.
+    log_file = open_log(home)
     configure_logging(stream=log_file)
     logging.getLogger("pgserver").setLevel(logging.WARNING)
     console.print(f"logs: {home / 'demo.log'}")
     return _run(console, settings, home)
+
+
+def open_log(home: Path) -> TextIO:
+    """`demo.log` under `home`, owner-only (0600) even if it existed wider."""
+    make_private_dir(home)
+    return open_private_append(home / "demo.log")
 
 
 def _run(console: Console, settings: Settings, home: Path) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 import psycopg
 
@@ -51,11 +52,19 @@ class ClaimRequest:
 
 
 def claim_batch(
-    conn: Conn, request: ClaimRequest, now: datetime, facts: RecipientFacts = bare_facts
+    conn: Conn,
+    request: ClaimRequest,
+    now: datetime,
+    facts: RecipientFacts = bare_facts,
+    only: tuple[str, UUID] | None = None,
 ) -> list[Claimed]:
-    rows = fetch_all(
-        conn, "claim_due", {"channel": request.channel, "now": now, "limit": request.limit}
-    )
+    """Claim the due batch; or, with `only` (tenant, id), that one intent if
+    it is due (dispatch/quarantine.py claims an unreadable batch so)."""
+    params: dict[str, Any] = {"channel": request.channel, "now": now, "limit": request.limit}
+    if only is None:
+        rows = fetch_all(conn, "claim_due", params)
+    else:
+        rows = fetch_all(conn, "claim_one", {**params, "tenant_id": only[0], "id": only[1]})
     intents = [Intent.from_row(r) for r in rows]
     by_id = {r["id"]: r for r in rows}
     shadowed = _shadow_scopes(conn, {i.tenant_id for i in intents})
@@ -193,7 +202,7 @@ def _start_attempt(
         policy_version=result.decision.policy_version,
     )
     step = ledger.Step(intent, Event.CLAIM, actor, move, {**detail, "attempt": n})
-    return _Start(step, n, attempt_key(intent.idempotency_key, n), result.policy)
+    return _Start(step, n, attempt_key(intent.id, n), result.policy)
 
 
 def _shadow_scopes(conn: Conn, tenants: set[str]) -> set[tuple[str, str, str]]:

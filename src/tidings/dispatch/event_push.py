@@ -3,92 +3,163 @@
 Pages come from the same gap-free cursor as `GET /v1/events`, are POSTed as
 one signed JSON body, and the cursor moves only after a 2xx: delivery is at
 least once and in order; receivers dedupe by event id. A failing endpoint
-backs off exponentially, up to five minutes, and never blocks other tenants.
+backs off exponentially, up to five minutes.
+
+The endpoint is the tenant's choice, so it may be slow on purpose: a
+tarpit answering a byte every few seconds held the worker's maintenance
+round (heartbeats, sweeps, alerts, reconciliation) for 45 s. Pushes run on
+a pool of their own, at most `concurrency` tenants at a time, each request
+within one overall deadline, to addresses the policy allows
+(tidings/outbound.py).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
-import httpx
-
+from tidings.domain.clock import Clock
+from tidings.outbound import OutboundClient, OutboundError
 from tidings.signing import SIGNATURE_HEADER, sign
 from tidings.store import events
 from tidings.store.database import Database, execute, fetch_all
 from tidings.vault import Vault
 
+log = logging.getLogger("tidings.events")
+# A leased endpoint is not due elsewhere; the lease outlasts the request.
 LEASE = timedelta(seconds=30)
+LEASE_MARGIN = timedelta(seconds=10)
 IDLE_POLL = timedelta(seconds=1)
 MAX_BACKOFF_SECONDS = 300
 PAGE = 100
-TIMEOUT = 5.0
 
 
-def push_due(db: Database, vault: Vault, now: datetime, client: httpx.Client) -> int:
-    """Deliver one page to each due endpoint; returns the events delivered."""
-    with db.transaction() as conn:
-        due = fetch_all(
-            conn, "due_event_webhooks", {"now": now, "lease_until": now + LEASE, "limit": 20}
-        )
-    return sum(_push_one(db, vault, now, client, sub) for sub in due)
+class EventPusher:
+    """Pushes on threads of its own: nothing else in the worker waits on a
+    tenant's server, and one tenant holds at most one thread, for at most
+    the client's deadline."""
 
+    def __init__(
+        self, db: Database, vault: Vault, clock: Clock, client: OutboundClient, concurrency: int
+    ) -> None:
+        self._db = db
+        self._vault = vault
+        self._clock = clock
+        self._client = client
+        self.concurrency = max(1, concurrency)
+        self._lease = max(LEASE, timedelta(seconds=client.deadline_seconds) + LEASE_MARGIN)
+        self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="event-push")
+        self._in_flight: set[Future[int]] = set()
+        self._lock = threading.Lock()
 
-def _push_one(
-    db: Database, vault: Vault, now: datetime, client: httpx.Client, sub: dict[str, Any]
-) -> int:
-    tenant = sub["tenant_id"]
-    with db.transaction() as conn:
-        page = events.page(
-            conn, tenant, events.Cursor(int(sub["cursor_txid"]), sub["cursor_id"]), PAGE
-        )
-    if not page.items:
-        with db.transaction() as conn:
-            execute(conn, "event_webhook_idle", {"tenant_id": tenant, "next": now + IDLE_POLL})
-        return 0
-    error = _post(client, sub["url"], vault.decrypt(sub["secret_ciphertext"]), page.items, now)
-    with db.transaction() as conn:
-        if error is None:
+    def start_due(self) -> list[Future[int]]:
+        """Lease as many due endpoints as there are free threads and push
+        one page to each; returns at once."""
+        with self._lock:
+            room = self.concurrency - len(self._in_flight)
+        if room <= 0:
+            return []
+        now = self._clock.now()
+        with self._db.transaction() as conn:
+            due = fetch_all(
+                conn,
+                "due_event_webhooks",
+                {"now": now, "lease_until": now + self._lease, "limit": room},
+            )
+        started = []
+        for sub in due:
+            future = self._pool.submit(self._push_one, sub)
+            with self._lock:
+                self._in_flight.add(future)
+            future.add_done_callback(self._finished)
+            started.append(future)
+        return started
+
+    def push_once(self) -> int:
+        """One round, waited for (tests step with this): events delivered."""
+        started = self.start_due()
+        try:
+            return sum(future.result() for future in started)
+        finally:
+            with self._lock:
+                self._in_flight.difference_update(started)
+
+    def run(self, stop: threading.Event, interval: float) -> None:
+        try:
+            while not stop.wait(interval):
+                try:
+                    self.start_due()
+                except Exception as exc:  # the database may be away: try next round
+                    log.warning("event push: %s", type(exc).__name__)
+        finally:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _finished(self, future: Future[int]) -> None:
+        with self._lock:
+            self._in_flight.discard(future)
+        if not future.cancelled() and future.exception() is not None:
+            log.warning("event push failed: %s", type(future.exception()).__name__)
+
+    def _push_one(self, sub: dict[str, Any]) -> int:
+        tenant = sub["tenant_id"]
+        now = self._clock.now()
+        with self._db.transaction() as conn:
+            page = events.page(
+                conn, tenant, events.Cursor(int(sub["cursor_txid"]), sub["cursor_id"]), PAGE
+            )
+        if not page.items:
+            with self._db.transaction() as conn:
+                execute(conn, "event_webhook_idle", {"tenant_id": tenant, "next": now + IDLE_POLL})
+            return 0
+        secret = self._vault.decrypt(sub["secret_ciphertext"])
+        error = _post(self._client, sub["url"], secret, page.items, now)
+        now = self._clock.now()  # the request may have taken its whole deadline
+        with self._db.transaction() as conn:
+            if error is None:
+                execute(
+                    conn,
+                    "event_webhook_delivered",
+                    {
+                        "tenant_id": tenant,
+                        "txid": str(page.next.txid),
+                        "id": page.next.id,
+                        "now": now,
+                        "next": now if len(page.items) == PAGE else now + IDLE_POLL,
+                    },
+                )
+                return len(page.items)
+            backoff = min(2 ** (sub["failures"] + 1), MAX_BACKOFF_SECONDS)
             execute(
                 conn,
-                "event_webhook_delivered",
+                "event_webhook_failed",
                 {
                     "tenant_id": tenant,
-                    "txid": str(page.next.txid),
-                    "id": page.next.id,
+                    "error": error,
                     "now": now,
-                    "next": now if len(page.items) == PAGE else now + IDLE_POLL,
+                    "next": now + timedelta(seconds=backoff),
                 },
             )
-            return len(page.items)
-        backoff = min(2 ** (sub["failures"] + 1), MAX_BACKOFF_SECONDS)
-        execute(
-            conn,
-            "event_webhook_failed",
-            {
-                "tenant_id": tenant,
-                "error": error,
-                "now": now,
-                "next": now + timedelta(seconds=backoff),
-            },
-        )
-    return 0
+        return 0
 
 
 def _post(
-    client: httpx.Client, url: str, secret: str, items: list[dict[str, Any]], now: datetime
+    client: OutboundClient, url: str, secret: str, items: list[dict[str, Any]], now: datetime
 ) -> str | None:
+    """None on a 2xx; else a short, stable reason (never the server's words)."""
     body = json.dumps({"events": [_event(e) for e in items]}, default=str).encode()
     headers = {
         "content-type": "application/json",
         SIGNATURE_HEADER: sign(secret, body, int(now.timestamp())),
     }
     try:
-        response = client.post(url, content=body, headers=headers, timeout=TIMEOUT)
-    except httpx.HTTPError as exc:
-        return f"{type(exc).__name__}"
-    return None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
+        answer = client.post(url, body, headers)
+    except OutboundError as exc:
+        return exc.code
+    return None if 200 <= answer.status_code < 300 else f"HTTP {answer.status_code}"
 
 
 def _event(row: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ memory, for the duration of the call. Variables a dispatch-time minter adds
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,11 +19,15 @@ from tidings.domain.segments import count_segments
 from tidings.providers.base import AttachmentRef, OutboundMessage
 from tidings.store import ledger, templates
 from tidings.store.database import Database, fetch_one
-from tidings.templates.model import TemplateError, TemplateRevision
-from tidings.templates.render import render
+from tidings.templates.limits import DEFAULT_LIMITS, RenderLimits
+from tidings.templates.model import RenderError, TemplateError, TemplateRevision
+from tidings.templates.render import RENDER_LIMIT_REASON, render
 from tidings.vault import Vault
 
 Conn = psycopg.Connection[Any]
+log = logging.getLogger("tidings.worker")
+# A message whose values cannot be rendered at all (see quarantine.py).
+UNRENDERABLE = "UNRENDERABLE"
 
 # event_class -> callable(intent) returning extra variables (tokens, links)
 Minter = Callable[[Intent], Mapping[str, Any]]
@@ -35,10 +40,12 @@ class PrepareError(Exception):
 
 
 class TemplateCache:
-    """Revisions are immutable, so a process may keep them forever."""
+    """Revisions are immutable, so a process may keep them forever. It also
+    carries the render limits its revisions are rendered with."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: RenderLimits = DEFAULT_LIMITS) -> None:
         self._items: dict[tuple[str, str, int], TemplateRevision] = {}
+        self.limits = limits
 
     def get(self, db: Database, intent: Intent) -> TemplateRevision:
         if intent.template_revision is None:
@@ -71,9 +78,20 @@ def prepare(
     if minter is not None:
         variables.update(minter(intent))
     try:
-        rendered = render(revision, variables)
+        rendered = render(revision, variables, limits=cache.limits)
+    except RenderError as error:
+        # A bomb fails for good (RENDER_LIMIT), like any render failure: a
+        # retry would cost every worker that claims it the same again.
+        limit = error.reason == RENDER_LIMIT_REASON
+        raise PrepareError("RENDER_LIMIT" if limit else "RENDER_FAILED") from None
     except TemplateError:
         raise PrepareError("RENDER_FAILED") from None
+    except (ValueError, ArithmeticError, RecursionError) as exc:
+        # The tenant's values cannot be rendered (nested past the recursion
+        # limit, a number out of range): the same on every try, so the
+        # intent fails alone (dispatch/quarantine.py) instead of coming back.
+        log.error("message unrenderable: %s", type(exc).__name__)
+        raise PrepareError(UNRENDERABLE) from None
     to = _destination(db, claimed, vault)
     attachments = _attachments(db, intent) if intent.channel == "email" else ()
     message = OutboundMessage(

@@ -33,24 +33,60 @@ _ATTEMPT_STATE = {
 }
 
 
-def find_attempt(conn: Conn, obs: Observation) -> Attempt | None:
-    row = None
+def find_attempt(conn: Conn, obs: Observation, tenant: str | None = None) -> Attempt | None:
+    """The one attempt this observation reports on, or None.
+
+    Matched only among the attempts sent through the observation's own
+    provider (account), by the reference of ours it echoes or by the
+    provider's message id; a reference or id naming two attempts names none,
+    and so do a reference and an id naming different ones. When the caller
+    knows whose observation this is (`tenant`), another tenant's attempt is
+    never returned: one tenant's receipts cannot land on another's intent.
+    """
+    by_reference = by_message_id = None
     if obs.attempt_key:
-        row = fetch_one(conn, "attempt_by_key_any_tenant", {"attempt_key": obs.attempt_key})
-    if row is None and obs.provider_message_id:
-        row = fetch_one(
-            conn,
-            "attempt_by_provider_id",
-            {"provider": obs.provider, "provider_message_id": obs.provider_message_id},
+        by_reference = _only(
+            fetch_all(
+                conn,
+                "attempts_by_reference",
+                {"attempt_key": obs.attempt_key, "provider": obs.provider},
+            )
         )
-    return Attempt.from_row(row) if row else None
+    if obs.provider_message_id:
+        by_message_id = _only(
+            fetch_all(
+                conn,
+                "attempts_by_provider_id",
+                {"provider": obs.provider, "provider_message_id": obs.provider_message_id},
+            )
+        )
+    if by_reference and by_message_id and _identity(by_reference) != _identity(by_message_id):
+        log.warning("observation names two attempts", extra={"provider": obs.provider})
+        return None
+    row = by_reference or by_message_id
+    if row is None or (tenant is not None and row["tenant_id"] != tenant):
+        return None
+    return Attempt.from_row(row)
+
+
+def _only(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return rows[0] if len(rows) == 1 else None
+
+
+def _identity(row: dict[str, Any]) -> tuple[str, Any, int]:
+    return row["tenant_id"], row["intent_id"], row["n"]
 
 
 def apply_observation(
     conn: Conn, obs: Observation, source: str, now: datetime, tenant_hint: str | None = None
 ) -> str:
-    """Store and apply one observation; returns its effect for the record."""
-    attempt = find_attempt(conn, obs)
+    """Store and apply one observation; returns its effect for the record.
+
+    `tenant_hint` is whose observation this is when the caller knows it (a
+    lookup made for one tenant's attempt): it then matches only that
+    tenant's attempts, and is the tenant an unmatched one is kept under.
+    """
+    attempt = find_attempt(conn, obs, tenant_hint)
     # Unmatched observations are kept too (tenant unknown yet: ''), and
     # matched when the attempt's provider id is recorded.
     tenant = attempt.tenant_id if attempt else (tenant_hint or "")
@@ -80,7 +116,7 @@ def rematch(conn: Conn, provider: str, provider_message_id: str, now: datetime) 
     )
     for row in rows:
         obs = _from_row(row)
-        attempt = find_attempt(conn, obs)
+        attempt = find_attempt(conn, obs, row["tenant_id"] or None)
         if attempt is None:
             continue
         effect = _apply(conn, attempt, obs, now)

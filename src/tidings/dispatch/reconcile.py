@@ -132,9 +132,9 @@ def check_one(
         return
     with db.transaction() as conn:
         if found is not None:
-            apply_observation(
-                conn, found, "lookup" if attempt.state is AttemptState.UNKNOWN else "poll", now
-            )
+            source = "lookup" if attempt.state is AttemptState.UNKNOWN else "poll"
+            # Looked up for this tenant's attempt: it may settle nobody else's.
+            apply_observation(conn, found, source, now, tenant_hint=attempt.tenant_id)
         elif looked and attempt.state is AttemptState.UNKNOWN:
             settled_by = attempt.created_at + timedelta(seconds=not_received_after)
             if now < settled_by:

@@ -22,17 +22,17 @@ from datetime import timedelta
 from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any, Final
 
-import httpx
 import psycopg
 
 from tidings.dispatch import faults
 from tidings.dispatch.allowance import consume, spend_keys
 from tidings.dispatch.claim import Claimed, ClaimRequest, claim_batch
-from tidings.dispatch.event_push import push_due
+from tidings.dispatch.event_push import EventPusher
 from tidings.dispatch.facts import recipient_facts
 from tidings.dispatch.gate import RecipientFacts
 from tidings.dispatch.message import Minter, PrepareError, TemplateCache, prepare
 from tidings.dispatch.minting import MintUnavailable
+from tidings.dispatch.quarantine import UNREADABLE, claim_row_by_row
 from tidings.dispatch.recheck import GroupCheck, Verdict
 from tidings.dispatch.reconcile import run_checks
 from tidings.dispatch.record import (
@@ -54,11 +54,14 @@ from tidings.observability.metrics import (
     record_call_withheld,
     record_provider_call,
 )
+from tidings.outbound import AddressPolicy, OutboundClient
 from tidings.providers.base import (
+    AttachmentTooLarge,
     Indeterminate,
     ProviderAdapter,
     ProviderConfigError,
     RejectCode,
+    Rejected,
     Retryable,
     SendResult,
 )
@@ -93,6 +96,10 @@ class WorkerConfig:
     # began at most this long before (dispatch/recheck.py); 0 reads before
     # every call.
     recheck_after: float = 0.05
+    # Event pushes go to tenants' own servers: a pool of their own, this
+    # many tenants at once, each request within this deadline overall.
+    event_push_concurrency: int = 4
+    event_push_deadline: float = 10.0
     seed: int | None = None
 
 
@@ -151,7 +158,7 @@ class Worker:
         self.minters = dict(minters or {})
         self.facts = facts
         self.rng = random.Random(self.config.seed)
-        self.templates = TemplateCache()
+        self.templates = TemplateCache(tidings.settings.render_limits())
         self._inboxes = {channel: Inbox() for channel in self.adapters}
         self._windows = {
             channel: Window(max(1, self.config.concurrency.get(channel, 4)), self.config.batch_size)
@@ -164,7 +171,13 @@ class Worker:
             self._read_claims, lambda c: c.intent.id, self.config.recheck_after
         )
         self.alerts = AlertSweeper(tidings)
-        self._http = httpx.Client(timeout=5.0)
+        self.event_pusher = EventPusher(
+            tidings.db,
+            tidings.vault,
+            tidings.clock,
+            OutboundClient(AddressPolicy.from_env(), self.config.event_push_deadline),
+            self.config.event_push_concurrency,
+        )
 
     # --- one step at a time (tests drive these with a manual clock) -----
 
@@ -182,8 +195,14 @@ class Worker:
             channel, limit, self.owner, self.config.lease_seconds, self.adapters[channel].name
         )
         read_at = time.monotonic()
-        with self.t.db.transaction() as conn:
-            claimed = claim_batch(conn, request, self.t.clock.now(), self.facts)
+        try:
+            with self.t.db.transaction() as conn:
+                claimed = claim_batch(conn, request, self.t.clock.now(), self.facts)
+        except UNREADABLE as exc:
+            # One row of the batch cannot be read (invariant 11): claim it row
+            # by row, so that row is quarantined alone and the rest is sent.
+            log.warning("dispatch %s: unreadable batch (%s)", channel, type(exc).__name__)
+            claimed = claim_row_by_row(self.t.db, request, self.t.clock.now(), self.facts)
         self._check.claimed(claimed, read_at)
         if claimed:
             faults.point("after_claim")
@@ -353,7 +372,7 @@ class Worker:
         return sweep(self.t.db, self.t.clock.now())
 
     def push_events_once(self) -> int:
-        return push_due(self.t.db, self.t.vault, self.t.clock.now(), self._http)
+        return self.event_pusher.push_once()
 
     def prepare_jobs_once(self, budget_seconds: float | None = None) -> int:
         """Prepare the oldest waiting job (for at most `budget_seconds`)."""
@@ -403,6 +422,14 @@ class Worker:
         )
         threads.append(
             threading.Thread(target=self._prepare, args=(stop,), name="prepare", daemon=True)
+        )
+        threads.append(
+            threading.Thread(
+                target=self.event_pusher.run,
+                args=(stop, self.config.maintenance_interval),
+                name="event-push",
+                daemon=True,
+            )
         )
         for thread in threads:
             thread.start()
@@ -535,7 +562,7 @@ class Worker:
             ("heartbeat", self.heartbeat),
             ("sweep", self.sweep_once),
             ("alerts", lambda: self.alerts.tick(self.t.clock.now())),
-            ("event push", self.push_events_once),
+            # No event push here: it waits on tenants' servers (event-push thread).
             ("reconcile", self.reconcile_once),
         )
         while not stop.wait(self.config.maintenance_interval):
@@ -587,6 +614,8 @@ def _call(adapter: ProviderAdapter, message: Any, key: str) -> SendResult:
 def _send(adapter: ProviderAdapter, message: Any, key: str) -> SendResult:
     try:
         return adapter.send(message, key)
+    except AttachmentTooLarge:  # before any request, and no retry makes it smaller
+        return Rejected(RejectCode.ATTACHMENT_TOO_LARGE, "attachment too large")
     except ProviderConfigError as exc:  # raised before any request: certainly not sent
         log.error("adapter %s is misconfigured: %s", adapter.name, exc)
         return Retryable(RejectCode.PROVIDER_ERROR, CONFIG_RETRY_SECONDS, "configuration")

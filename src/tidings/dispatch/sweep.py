@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 import psycopg
 
+from tidings.dispatch.quarantine import UNREADABLE, each_alone
 from tidings.dispatch.reconcile import recover_leases
 from tidings.domain.errors import StaleTransition
 from tidings.domain.intent import Intent
 from tidings.domain.transitions import Event
 from tidings.store import ledger
-from tidings.store.database import Database, fetch_all
+from tidings.store.database import Database, Row, fetch_all, fetch_one
 
 Conn = psycopg.Connection[Any]
+SWEEPER = "system:sweeper"
 
 
 def expire_deadlines(conn: Conn, now: datetime, limit: int = 500) -> int:
@@ -23,25 +27,49 @@ def expire_deadlines(conn: Conn, now: datetime, limit: int = 500) -> int:
     records its attempt."""
     rows = fetch_all(conn, "passed_deadlines", {"now": now, "limit": limit})
     for row in rows:
-        intent = Intent.from_row(row)
-        try:
-            ledger.transition(
-                conn,
-                intent,
-                Event.DEADLINE_PASSED,
-                now=now,
-                actor="system:sweeper",
-                move=ledger.Move(decision_code="DEADLINE_PASSED"),
-                detail={"expires_at": intent.expires_at.isoformat() if intent.expires_at else None},
-            )
-        except StaleTransition:
-            continue
+        _expire(conn, row, now)
     return len(rows)
 
 
-def sweep(db: Database, now: datetime) -> dict[str, int]:
+def expire_row_by_row(db: Database, now: datetime, limit: int = 500) -> int:
+    """`expire_deadlines` for a batch that could not be read whole: each
+    intent alone, an unreadable one quarantined (dispatch/quarantine.py)."""
     with db.transaction() as conn:
-        expired = expire_deadlines(conn, now)
+        ids = [
+            (r["tenant_id"], r["id"])
+            for r in fetch_all(conn, "passed_deadline_ids", {"now": now, "limit": limit})
+        ]
+
+    def one(conn: Conn, tenant_id: str, intent_id: UUID) -> None:
+        params = {"tenant_id": tenant_id, "id": intent_id, "now": now}
+        row = fetch_one(conn, "passed_deadline_one", params)
+        if row is not None:
+            _expire(conn, row, now)
+
+    each_alone(db, ids, one, now, SWEEPER)
+    return len(ids)
+
+
+def _expire(conn: Conn, row: Row, now: datetime) -> None:
+    intent = Intent.from_row(row)
+    with contextlib.suppress(StaleTransition):  # someone moved it first
+        ledger.transition(
+            conn,
+            intent,
+            Event.DEADLINE_PASSED,
+            now=now,
+            actor=SWEEPER,
+            move=ledger.Move(decision_code="DEADLINE_PASSED"),
+            detail={"expires_at": intent.expires_at.isoformat() if intent.expires_at else None},
+        )
+
+
+def sweep(db: Database, now: datetime) -> dict[str, int]:
+    try:
+        with db.transaction() as conn:
+            expired = expire_deadlines(conn, now)
+    except UNREADABLE:  # one row must not stop every tenant's deadlines
+        expired = expire_row_by_row(db, now)
     with db.transaction() as conn:
         recovered = recover_leases(conn, now)
     return {"expired": expired, "leases_recovered": recovered}

@@ -2,7 +2,8 @@
 
 TidingsError
 ├── InvalidInput            bad request data; nothing was created (422)
-│   └── InvalidLine         ... at one line of a streamed body
+│   ├── InvalidLine         ... at one line of a streamed body
+│   └── DateOutOfRange      a time outside 1970-01-01..9000-01-01 UTC
 ├── NotFound                no such row for this tenant (404)
 ├── Conflict                the request clashes with what exists (409)
 │   ├── IdempotencyConflict the key was used with a different body
@@ -34,6 +35,13 @@ class InvalidLine(InvalidInput):
     def __init__(self, line: int, field: str, message: str) -> None:
         super().__init__(field, f"line {line}: {message}")
         self.line = line
+
+
+class DateOutOfRange(InvalidInput):
+    """A time the engine refuses to store (domain/moments.py): outside the
+    range every reader, Python included, can decode."""
+
+    code = "DATE_OUT_OF_RANGE"
 
 
 class NotFound(TidingsError, LookupError):

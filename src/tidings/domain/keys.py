@@ -6,6 +6,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
+from uuid import UUID
 
 from tidings.domain.errors import InvalidInput
 
@@ -25,11 +26,22 @@ def check_key(key: object) -> str:
     return key
 
 
-def attempt_key(intent_key: str, n: int) -> str:
-    """The key a provider sees for attempt n, derived so a lookup can find it."""
+ATTEMPT_KEY_PREFIX = "tdg"
+
+
+def attempt_key(intent_id: UUID | str, n: int) -> str:
+    """The reference and idempotency key a provider sees for attempt n.
+
+    Derived from the intent's id, which we generate and which is unique
+    across tenants, never from the caller's idempotency key: two tenants may
+    choose the same key, and a receipt must not be able to name the wrong
+    one's attempt (DESIGN.md invariant 6). Keys written before this format
+    (``<caller key>:attempt:<n>``) always end in ``attempt:<n>``; these end
+    in the id's hex digits and the number, so the two can never be equal.
+    """
     if n < 1:
         raise ValueError("attempt numbers start at 1")
-    return f"{intent_key}:attempt:{n}"
+    return f"{ATTEMPT_KEY_PREFIX}:{UUID(str(intent_id))}:{n}"
 
 
 def report_key(report_id: str, revision: int | str, channel: str) -> str:

@@ -46,6 +46,7 @@ class Event(StrEnum):
     POLICY_DENIED = "policy_denied"
     NO_PERMITTED_CHANNEL = "no_permitted_channel"
     DEADLINE_PASSED = "deadline_passed"
+    QUARANTINED = "quarantined"
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,14 @@ RULES: tuple[Rule, ...] = (
         Event.NO_PERMITTED_CHANNEL,
         S.NO_PERMITTED_CHANNEL,
         "record the channel resolution evidence",
+    ),
+    _rule(
+        {S.PENDING, S.RESEND_DUE},
+        Event.QUARANTINED,
+        S.FAILED,
+        "the worker could not decode or prepare this row (a value out of range, "
+        "written around the checks): failed alone with code `UNDECODABLE`, counted and "
+        "alerted, so the rest of its batch goes on; nothing was sent",
     ),
     _rule(
         set(NONTERMINAL),

@@ -17,7 +17,9 @@ from uuid import UUID
 from tidings.domain.channels import Mode
 from tidings.domain.errors import InvalidInput
 from tidings.domain.keys import check_key
+from tidings.domain.moments import optional_moment
 from tidings.domain.recipients import Channel, check_timezone, normalize_email, normalize_phone
+from tidings.domain.storable import check_fields
 
 MAX_AUDIENCE = 5_000_000
 
@@ -54,6 +56,9 @@ class JobRequest:
 
 
 def parse_job(raw: Mapping[str, Any]) -> JobRequest:
+    # The audience is checked member by member where it is read (it may be
+    # a stream); every other field here must be storable text or JSON.
+    check_fields({k: v for k, v in raw.items() if k != "audience"})
     channels = _channels(raw.get("channels"))
     template = raw.get("template")
     if isinstance(template, str):
@@ -76,7 +81,7 @@ def parse_job(raw: Mapping[str, Any]) -> JobRequest:
         event_reason=raw.get("event_reason"),
         report=_report(raw.get("report")),
         token_ttl_seconds=_ttl(raw.get("token_ttl_seconds")),
-        expires_at=raw.get("expires_at"),
+        expires_at=_expiry(raw.get("expires_at")),
     )
 
 
@@ -126,6 +131,17 @@ def _ttl(value: object) -> int | None:
     if not isinstance(value, int) or isinstance(value, bool) or not 60 <= value <= 30 * 86400:
         raise InvalidInput("token_ttl_seconds", "must be between 60 and 2592000")
     return value
+
+
+def _expiry(value: object) -> datetime | None:
+    # Aware and bounded: a naive time could not be compared with the token
+    # expiry (a 500), an unbounded one could not be read back by workers.
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidInput("expires_at", "is not an ISO-8601 time") from None
+    return optional_moment("expires_at", value)
 
 
 def _audience_source(
@@ -194,6 +210,8 @@ def parse_member(item: object, where: str = "") -> AudienceMember:
     variables = item.get("variables") or {}
     if not isinstance(variables, Mapping):
         raise InvalidInput(at("variables"), "must be an object")
+    check_fields({at("ref"): item["ref"], at("locale"): item.get("locale")})
+    check_fields({at("variables"): variables})
     return AudienceMember(
         ref=item["ref"],
         phone=phone,

@@ -2,8 +2,11 @@
 
 An audience of any size passes through memory one chunk at a time: `stage`
 encrypts each chunk's destinations, COPYs it in, and folds it into the
-audience version, all inside the caller's transaction, so a bad member
-anywhere leaves nothing behind. A ref given twice is found by the database
+audience version. The library stages inside the caller's transaction, so
+a bad member anywhere leaves nothing behind; the HTTP route commits chunk
+by chunk (`begin`, `Staging`) and discards the upload on error, because a
+transaction held open while a client trickles its body would hold a pooled
+connection hostage. A ref given twice is found by the database
 once every member is in, since remembering refs would grow with the
 audience. A job freezes an upload with INSERT ... SELECT (`freeze_into`)
 and consumes it: an upload serves one job.
@@ -106,35 +109,72 @@ def stage(
     ttl: timedelta = UPLOAD_TTL,
 ) -> Upload:
     """Stage (position, member) pairs, positions increasing, as a new upload."""
-    upload_id = uuid7(now)
-    key = {"tenant_id": tenant, "id": upload_id}
-    execute(
-        conn, "insert_audience_upload", {**key, "actor": actor, "now": now, "expires_at": now + ttl}
-    )
-    digest = hashlib.sha256()
-    size = 0
+    staging = begin(conn, tenant, vault, now, actor, positions, ttl)
     for chunk in _chunks(iter(members)):
+        staging.add(conn, chunk)
+    return staging.finish(conn)
+
+
+def begin(
+    conn: Conn,
+    tenant: str,
+    vault: Vault,
+    now: datetime,
+    actor: str,
+    positions: Positions,
+    ttl: timedelta = UPLOAD_TTL,
+) -> Staging:
+    """A new upload, unsettled (no job can use it) until `Staging.finish`."""
+    upload_id = uuid7(now)
+    params = {"tenant_id": tenant, "id": upload_id, "actor": actor, "now": now}
+    execute(conn, "insert_audience_upload", {**params, "expires_at": now + ttl})
+    return Staging(tenant, upload_id, vault, positions)
+
+
+class Staging:
+    """An upload filled chunk by chunk.
+
+    Each `add` may run in a transaction of its own: the HTTP route commits
+    every chunk so that it holds no connection while the client is slow to
+    send the next. Until `finish` settles its version the upload is not
+    usable (`lock` skips it), and one abandoned halfway expires with the rest.
+    """
+
+    def __init__(self, tenant: str, upload_id: UUID, vault: Vault, positions: Positions) -> None:
+        self.tenant, self.id = tenant, upload_id
+        self.vault, self.positions = vault, positions
+        self.size = 0
+        self._digest = hashlib.sha256()
+
+    def add(self, conn: Conn, chunk: Iterable[tuple[int, AudienceMember]]) -> None:
         rows = []
         for position, member in chunk:
-            size += 1
-            if size > MAX_AUDIENCE:
-                raise positions.error(position, "audience", f"at most {MAX_AUDIENCE} recipients")
-            row = _member_row(member, vault)
-            digest.update(_canonical(row))
-            rows.append((tenant, upload_id, position, *row))
-        _copy(conn, rows)
-    if size == 0:
-        raise InvalidInput("audience", "at least one recipient is required")
-    duplicate = fetch_one(conn, "audience_upload_duplicate", key)
-    if duplicate is not None:
-        first = positions.name(duplicate["first"])
-        raise positions.error(
-            duplicate["again"], "ref", f"the recipient ref appears twice (first at {first})"
-        )
-    version = f"sha256:{digest.hexdigest()[:32]}"
-    settled = fetch_one(conn, "settle_audience_upload", {**key, "size": size, "version": version})
-    assert settled is not None
-    return Upload(**settled)
+            self.size += 1
+            if self.size > MAX_AUDIENCE:
+                raise self.positions.error(
+                    position, "audience", f"at most {MAX_AUDIENCE} recipients"
+                )
+            row = _member_row(member, self.vault)
+            self._digest.update(_canonical(row))
+            rows.append((self.tenant, self.id, position, *row))
+        if rows:
+            _copy(conn, rows)
+
+    def finish(self, conn: Conn) -> Upload:
+        if self.size == 0:
+            raise InvalidInput("audience", "at least one recipient is required")
+        key = {"tenant_id": self.tenant, "id": self.id}
+        duplicate = fetch_one(conn, "audience_upload_duplicate", key)
+        if duplicate is not None:
+            first = self.positions.name(duplicate["first"])
+            raise self.positions.error(
+                duplicate["again"], "ref", f"the recipient ref appears twice (first at {first})"
+            )
+        version = f"sha256:{self._digest.hexdigest()[:32]}"
+        params = {**key, "size": self.size, "version": version}
+        settled = fetch_one(conn, "settle_audience_upload", params)
+        assert settled is not None
+        return Upload(**settled)
 
 
 def lock(conn: Conn, tenant: str, upload_id: UUID, now: datetime) -> dict[str, Any] | None:

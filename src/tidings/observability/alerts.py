@@ -10,7 +10,10 @@ batch finishing:
 * ``due_backlog:<channel>``: intents due but not claimed, the oldest due
   for too long (workers down, a channel starved, a kill switch left on);
 * ``impossible_transitions``: the audit holds a move the transition table
-  forbids. The state machine is broken, so this pages at once.
+  forbids. The state machine is broken, so this pages at once;
+* ``quarantined``: a worker quarantined intents of the tenant it could not
+  decode or render (dispatch/quarantine.py) within the quarantine window.
+  A warning: the rest went on, but someone wrote around the checks.
 
 A warning needs age only, so someone can look before the objective is
 spent. A page needs age AND affected volume: a single slow receipt that
@@ -34,7 +37,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import psycopg
@@ -88,6 +91,8 @@ class AlertConfig:
     webhook_secret: str | None = None
     webhook_timeout_seconds: float = 5.0
     webhook_attempts: int = 3
+    # How long the `quarantined` warning holds after the last quarantine.
+    quarantine_window_seconds: float = 86400.0
     # A round of deliveries runs in the worker's maintenance loop, next to
     # lease heartbeats; it stops well inside the default 30 s lease.
     delivery_budget_seconds: float = 10.0
@@ -121,6 +126,9 @@ class AlertConfig:
                 int(num("DUE_PAGE_RECIPIENTS", base.due.page_recipients)),
             ),
             interval_seconds=num("INTERVAL_SECONDS", base.interval_seconds),
+            quarantine_window_seconds=num(
+                "QUARANTINE_WINDOW_SECONDS", base.quarantine_window_seconds
+            ),
             webhook_url=e.get("TIDINGS_ALERT_WEBHOOK_URL") or None,
             webhook_secret=e.get("TIDINGS_ALERT_WEBHOOK_SECRET") or None,
             webhook_timeout_seconds=num("WEBHOOK_TIMEOUT_SECONDS", base.webhook_timeout_seconds),
@@ -167,6 +175,13 @@ def evaluate(conn: Conn, now: datetime, config: AlertConfig) -> list[Alert]:
         *_unreconciled(fetch_all(conn, "alert_unreconciled", {}), last, now, config),
         *_due(fetch_all(conn, "alert_due", {"now": now}), last, now, config),
         *_impossible(fetch_all(conn, "alert_impossible_transitions", allowed_transitions())),
+        *_quarantined(
+            fetch_all(
+                conn,
+                "alert_quarantined",
+                {"since": now - timedelta(seconds=config.quarantine_window_seconds)},
+            )
+        ),
     ]
 
 
@@ -261,6 +276,29 @@ def _impossible(rows: list[Row]) -> Iterator[Alert]:
                     f"Run `tidings timeline {first}` for each sample and compare with "
                     "docs/states.md; consider the kill switch "
                     f"({KILL_SWITCH}) until the cause is known."
+                ),
+            },
+        )
+
+
+def _quarantined(rows: list[Row]) -> Iterator[Alert]:
+    for row in rows:
+        samples = [jsonable(s) for s in row["samples"]]
+        first = samples[0]["intent_id"] if samples else "<intent id>"
+        yield Alert(
+            row["tenant_id"],
+            "quarantined",
+            "quarantined",
+            "warning",
+            f"{row['n']} intent(s) quarantined: a worker could not decode or render them",
+            {
+                "count": row["n"],
+                "latest_at": jsonable(row["latest_at"]),
+                "samples": samples,
+                "action": (
+                    f"Run `tidings timeline {first}`: the audit row keeps the values it "
+                    "could not read. They were written around the API's checks (a direct "
+                    "database write, an old release); the other intents were sent."
                 ),
             },
         )

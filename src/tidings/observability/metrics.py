@@ -9,7 +9,7 @@ observations and transitions, run when Prometheus scrapes (invariant 7).
 Only provider call latency/outcomes and rate-limit waits are counted in
 process, because no row records them.
 
-    body, content_type = render_metrics(tidings)      # GET /metrics
+    server = serve_ledger_metrics(tidings, 9464)     # GET :9464/metrics
     record_provider_call("twilio", "sms", "accepted", 0.21)
     record_rate_limit_wait("recipient", 30.0)
 
@@ -23,10 +23,10 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 import prometheus_client
 import psycopg
-from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
 from prometheus_client import generate_latest as _generate_latest
 from prometheus_client import start_http_server as _start_http_server
@@ -83,6 +83,7 @@ LEDGER_METRICS: tuple[str, ...] = (
     "tidings_accept_to_terminal_seconds",
     "tidings_lease_recoveries_total",
     "tidings_impossible_transitions_total",
+    "tidings_quarantined_intents_total",
 )
 PROCESS_METRICS: tuple[str, ...] = (
     "tidings_provider_calls_total",
@@ -231,6 +232,7 @@ def _ledger_families(conn: psycopg.Connection[Any], now: datetime) -> Iterator[M
         fetch_all(conn, "metrics_accept_to_terminal_histogram", {"bounds": list(LATENCY_BUCKETS)}),
     )
     yield from _audit(fetch_all(conn, "metrics_transition_audit", allowed_transitions()), tenants)
+    yield _quarantined(fetch_all(conn, "metrics_quarantined", {}))
 
 
 def _intents(rows: list[Row], tenants: list[str]) -> Metric:
@@ -363,6 +365,18 @@ def _audit(rows: list[Row], tenants: list[str]) -> Iterator[Metric]:
     yield impossible
 
 
+def _quarantined(rows: list[Row]) -> Metric:
+    family = CounterMetricFamily(
+        "tidings_quarantined_intents",
+        "Intents failed alone because a worker could not decode (UNDECODABLE) or "
+        "render (UNRENDERABLE) them; their batches went on (dispatch/quarantine.py).",
+        labels=["tenant", "code"],
+    )
+    for row in rows:
+        family.add_metric([row["tenant_id"], row["code"]], row["n"])
+    return family
+
+
 def _age(now: datetime, then: datetime | None) -> float:
     return 0.0 if then is None else max(0.0, (now - then).total_seconds())
 
@@ -378,33 +392,37 @@ class _ProcessLocal(Collector):
         return []
 
 
-def render_metrics(tidings: Tidings) -> tuple[bytes, str]:
-    """The Prometheus text for GET /metrics: ledger rows plus this process."""
+def _ledger_registry(tidings: Tidings) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(LedgerCollector(tidings))
     registry.register(_ProcessLocal())
+    return registry
+
+
+def render_metrics(tidings: Tidings) -> tuple[bytes, str]:
+    """The Prometheus text: ledger rows plus this process."""
     started = time.perf_counter()
-    body = _generate_latest(registry)
+    body = _generate_latest(_ledger_registry(tidings))
     log.debug("metrics rendered in %.3fs", time.perf_counter() - started)
     return body, CONTENT_TYPE_LATEST
 
 
-def metrics_router() -> APIRouter:
-    """`GET /metrics` for the API app (reads `app.state.tidings`)."""
-    router = APIRouter(tags=["observability"])
+def serve_ledger_metrics(tidings: Tidings, port: int, addr: str = "127.0.0.1") -> WSGIServer:
+    """`GET /metrics` (ledger plus this process) on its own port, for `tidings serve`.
 
-    @router.get("/metrics", include_in_schema=False)
-    def metrics(request: Request) -> Response:
-        body, content_type = render_metrics(request.app.state.tidings)
-        return Response(content=body, media_type=content_type)
-
-    return router
+    Not on the API port: the series name every tenant and their free-text
+    event classes, and any tenant's key reaches the API. A listener of its
+    own lets the operator keep it on the internal network where Prometheus
+    scrapes. Returns the server so a caller can `shutdown()` it.
+    """
+    server, _ = _start_http_server(port, addr=addr, registry=_ledger_registry(tidings))
+    return server
 
 
 def serve_process_metrics(port: int, addr: str = "127.0.0.1") -> None:
     """Expose only the process-local metrics (for a worker with no HTTP API).
 
-    The ledger metrics come from the API's /metrics; serving them here as
+    The ledger metrics come from `tidings serve --metrics-port`; serving them here as
     well would make every worker a second copy of the same numbers.
     """
     _start_http_server(port, addr=addr, registry=PROCESS_REGISTRY)

@@ -31,7 +31,7 @@ from tidings.providers.base import (
     stable_key,
 )
 from tidings.providers.correlation import carry, recover
-from tidings.providers.sns_signature import SnsVerifier
+from tidings.providers.sns_signature import SnsVerifier, sns_verifier_from
 
 CONTEXT_KEY = "tidings_attempt"
 CONTEXT_LIMIT = 800  # ContextMap value max length in the service model
@@ -178,7 +178,7 @@ def _from_settings(settings: Mapping[str, Any]) -> AwsSmsAdapter:
         origination_identity=cfg.optional(settings, "from"),
         configuration_set=cfg.optional(settings, "configuration_set"),
         message_type=cfg.optional(settings, "message_type", "TRANSACTIONAL") or "TRANSACTIONAL",
-        sns_verifier=SnsVerifier(topic_arns=cfg.words(settings, "sns_topic_arns")),
+        sns_verifier=sns_verifier_from(settings, "aws_sms"),
         timeout=timeout,
     )
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import email.utils
 import hashlib
+import hmac
 import importlib
 import re
 import time
@@ -67,6 +68,7 @@ class RejectCode(StrEnum):
     BOUNCED = "BOUNCED"
     COMPLAINT = "COMPLAINT"
     CONTENT_REJECTED = "CONTENT_REJECTED"
+    ATTACHMENT_TOO_LARGE = "ATTACHMENT_TOO_LARGE"
     AUTH_FAILED = "AUTH_FAILED"
     RATE_LIMITED = "RATE_LIMITED"
     PROVIDER_ERROR = "PROVIDER_ERROR"
@@ -94,6 +96,11 @@ class ProviderConfigError(ProviderError):
 
 class ProviderUnavailable(ProviderError):
     pass
+
+
+class AttachmentTooLarge(ProviderError):
+    """An attachment past TIDINGS_MAX_ATTACHMENT_BYTES: raised before any
+    request, so certainly not sent, and no retry will make it smaller."""
 
 
 # --- messages, results, observations --------------------------------------
@@ -267,6 +274,16 @@ def stable_key(provider: str, *parts: object) -> str:
     """Dedupe key from the parts that identify one provider event across replays."""
     digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()
     return f"{provider}:{digest[:40]}"
+
+
+def same_digest(expected: str, given: str) -> bool:
+    """Constant-time comparison of a computed signature with the one received.
+
+    As bytes: `hmac.compare_digest` raises TypeError on a str holding
+    anything but ASCII, and a header is whatever the sender put in it, so a
+    non-ASCII signature would have been a server error instead of a refusal.
+    """
+    return hmac.compare_digest(expected.encode(), given.encode("utf-8", "surrogateescape"))
 
 
 # --- the adapter contract ---------------------------------------------------

@@ -318,7 +318,7 @@ def basic_credentials(header: str) -> tuple[str, str] | None:
         return None
     try:
         user, sep, password = base64.b64decode(token, validate=True).decode().partition(":")
-    except (binascii.Error, UnicodeDecodeError):
+    except (binascii.Error, ValueError):  # ValueError: not even ASCII, or not UTF-8
         return None
     return (user, password) if sep else None
 

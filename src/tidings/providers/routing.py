@@ -8,20 +8,28 @@ own `TIDINGS_<PROVIDER>_*` variables (docs/providers.md).
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from tidings.config import Settings
 from tidings.providers.base import ProviderAdapter, ProviderConfigError
+from tidings.providers.simulator import DEFAULT_WEBHOOK_SECRET
 from tidings.providers.simulator_adapter import SimulatorAdapter
 
 
 def adapters_from_settings(
-    settings: Settings, environ: Mapping[str, str] | None = None
+    settings: Settings,
+    environ: Mapping[str, str] | None = None,
+    *,
+    serving_host: str | None = None,
 ) -> dict[str, ProviderAdapter]:
+    """The adapter per channel. `serving_host` is where the API listens,
+    for the simulator's webhook secret (`simulator_webhook_secret`)."""
     env = os.environ if environ is None else environ
     if settings.simulator_url:
-        secret = settings.simulator_webhook_secret.get_secret_value()
+        secret = simulator_webhook_secret(settings, serving_host)
         simulator = SimulatorAdapter(settings.simulator_url, secret)
         return {"sms": simulator, "email": simulator}
     chosen: dict[str, ProviderAdapter] = {}
@@ -35,6 +43,37 @@ def adapters_from_settings(
             "and/or TIDINGS_EMAIL_PROVIDER"
         )
     return chosen
+
+
+def simulator_webhook_secret(settings: Settings, serving_host: str | None) -> str | None:
+    """The secret the simulator's webhooks must be signed with, or None to refuse them.
+
+    The configured one (TIDINGS_SIMULATOR_WEBHOOK_SECRET) if set. Otherwise
+    the simulator's well-known development secret, and only when nobody
+    else can reach either side: the API listens on loopback, the simulator
+    is on loopback and no public URL is configured. Anywhere else that
+    secret is public knowledge, and would let anyone forge receipts and STOPs.
+    """
+    if settings.simulator_webhook_secret is not None:
+        return settings.simulator_webhook_secret.get_secret_value() or None
+    simulator_host = urlsplit(settings.simulator_url or "").hostname
+    local = (
+        is_loopback(serving_host)
+        and is_loopback(simulator_host)
+        and not getattr(settings, "public_base_url", None)
+    )
+    return DEFAULT_WEBHOOK_SECRET if local else None
+
+
+def is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _from_env(name: str, env: Mapping[str, str]) -> ProviderAdapter:

@@ -34,7 +34,7 @@ from tidings.providers.base import (
     stable_key,
 )
 from tidings.providers.correlation import carry, escape_tag, unescape_tag
-from tidings.providers.sns_signature import SnsVerifier
+from tidings.providers.sns_signature import SnsVerifier, sns_verifier_from
 
 TAG_NAME = "tidings_attempt"
 TAG_LIMIT = 256  # MessageTag value: at most 256 of [A-Za-z0-9_-]
@@ -241,7 +241,7 @@ def _from_settings(settings: Mapping[str, Any]) -> SesAdapter:
         boto_client("sesv2", settings, "ses", timeout),
         sender=cfg.required(settings, "from", "ses"),
         configuration_set=cfg.optional(settings, "configuration_set"),
-        sns_verifier=SnsVerifier(topic_arns=cfg.words(settings, "sns_topic_arns")),
+        sns_verifier=sns_verifier_from(settings, "ses"),
         timeout=timeout,
         attachment_loader=cfg.loader(settings),
     )

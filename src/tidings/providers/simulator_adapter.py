@@ -36,9 +36,10 @@ from tidings.providers.base import (
     RejectCode,
     WebhookRequest,
     register,
+    same_digest,
     stable_key,
 )
-from tidings.providers.simulator import DEFAULT_WEBHOOK_SECRET, SimulatorCore
+from tidings.providers.simulator import SimulatorCore
 from tidings.providers.simulator.receipts import render
 
 SIGNATURE_HEADER = "X-Simulator-Signature"
@@ -64,7 +65,9 @@ class SimulatorAdapter(HttpProviderAdapter):
     def __init__(
         self,
         base_url: str,
-        webhook_secret: str | None = DEFAULT_WEBHOOK_SECRET,
+        # None refuses every webhook (ProviderConfigError: "not configured"):
+        # the simulator's well-known default is never assumed here.
+        webhook_secret: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         *,
         client: httpx.Client | None = None,
@@ -155,6 +158,7 @@ class SimulatorAdapter(HttpProviderAdapter):
         return InboundMessage(payload["from"], str(payload.get("text", "")))
 
     def _check_signature(self, request: WebhookRequest) -> None:
+        secret = self._secret().encode()  # first: without one, nothing is accepted
         header = request.headers.get(SIGNATURE_HEADER)
         if not header:
             raise InvalidSignature(f"missing {SIGNATURE_HEADER}")
@@ -162,9 +166,8 @@ class SimulatorAdapter(HttpProviderAdapter):
         stamp, given = parts.get("t", ""), parts.get("v1", "")
         if not (stamp.isascii() and stamp.isdigit()) or not given:
             raise InvalidSignature(f"malformed {SIGNATURE_HEADER}")
-        secret = self._secret().encode()
         expected = hmac.new(secret, f"{stamp}.".encode() + request.body, hashlib.sha256)
-        if not hmac.compare_digest(expected.hexdigest(), given):
+        if not same_digest(expected.hexdigest(), given):
             raise InvalidSignature("simulator signature mismatch")
         if self._tolerance_s is not None and abs(self._clock() - int(stamp)) > self._tolerance_s:
             raise InvalidSignature("simulator signature timestamp outside tolerance")
@@ -186,16 +189,36 @@ class SimulatorAdapter(HttpProviderAdapter):
         status, code = self.map_status(raw_status, None if raw_code is None else str(raw_code))
         return Observation(
             provider=self.name,
-            provider_message_id=body.get("message_id"),
-            attempt_key=body.get("idempotency_key"),
+            provider_message_id=_text(body.get("message_id"), "message_id"),
+            attempt_key=_text(body.get("idempotency_key"), "idempotency_key"),
             status=status,
             code=code,
             raw_status=raw_status,
-            occurred_at=datetime.fromisoformat(at) if at else None,
+            occurred_at=_occurred_at(at),
             dedupe_key=dedupe_key,
             raw=body,
             raw_code=None if raw_code is None else str(raw_code),
         )
+
+
+def _text(value: object, name: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ProviderError(f"simulator event's {name} is not a string")
+
+
+def _occurred_at(value: object) -> datetime | None:
+    """The event's time; signed but unreadable (or without a zone) is a bad
+    request from the sender, never a server error."""
+    if value is None or value == "":
+        return None
+    try:
+        parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.utcoffset() is None:
+        raise ProviderError("simulator event has no readable occurred_at")
+    return parsed
 
 
 class CoreTransport(httpx.BaseTransport):
@@ -296,7 +319,7 @@ def _from_settings(settings: Mapping[str, Any]) -> SimulatorAdapter:
     base_url = settings.get("base_url") or settings.get("url")
     if not base_url:
         raise ProviderConfigError("the simulator adapter needs base_url")
-    secret = settings.get("webhook_secret") or DEFAULT_WEBHOOK_SECRET
+    secret = settings.get("webhook_secret") or None
     return SimulatorAdapter(base_url, secret, float(settings.get("timeout", DEFAULT_TIMEOUT)))
 
 

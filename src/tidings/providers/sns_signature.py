@@ -4,10 +4,19 @@ SNS signs each message with an RSA key whose X.509 certificate it publishes
 at ``SigningCertURL``: SignatureVersion 1 is SHA1withRSA, version 2 is
 SHA256withRSA, over "Name\\nValue\\n" lines of a fixed field list in byte
 order. Anyone can sign a message with their own certificate, so the trust
-anchor is the certificate's *location*: only https URLs on an SNS host under
-amazonaws.com are fetched (TLS then proves the host), and the certificate
-must name SNS and be within its validity period. That is what AWS's own
-message validators check; we do not walk the CA chain.
+anchor is the certificate's *location*: only https URLs whose host is an
+SNS endpoint (``sns.<region>.amazonaws.com[.cn]``, exactly: other hosts
+under amazonaws.com, an S3 bucket's say, are anyone's) are fetched (TLS
+then proves the host), and the certificate must name SNS and be within its
+validity period. That is what AWS's own message validators check; we do
+not walk the CA chain.
+
+A valid signature proves only that SNS sent the message, and any AWS
+account can make SNS post to our URL: the topics we subscribed are pinned
+(a verifier with none accepts nothing), and a message older than
+``max_age_seconds`` (by its signed Timestamp) is refused as a replay.
+A certificate that cannot be fetched is ProviderUnavailable, not a bad
+signature, so the webhook answers 5xx and SNS retries.
 
 Certificates are cached per URL: SNS reuses them for months, and a webhook
 burst must not become a burst of certificate downloads.
@@ -18,6 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -33,7 +43,14 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import NameOID
 
-from tidings.providers.base import DEFAULT_TIMEOUT, InvalidSignature, ProviderError
+from tidings.providers import settings as cfg
+from tidings.providers.base import (
+    DEFAULT_TIMEOUT,
+    InvalidSignature,
+    ProviderConfigError,
+    ProviderError,
+    ProviderUnavailable,
+)
 
 CertFetcher = Callable[[str], bytes]
 
@@ -55,6 +72,13 @@ _SIGNED_FIELDS = {
     "UnsubscribeConfirmation": _SUBSCRIPTION_FIELDS,
 }
 _CACHE_LIMIT = 32
+# The SNS endpoints, in every partition; `hostname` is already lower-case.
+_SNS_HOST = re.compile(r"sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?")
+# SNS retries an HTTP delivery for up to an hour by default; a message is
+# signed once, so its Timestamp ages across the retries.
+DEFAULT_MAX_AGE_SECONDS = 3600.0
+# How far ahead of our clock a Timestamp may be (clock skew).
+FUTURE_SKEW_SECONDS = 300.0
 
 
 @dataclass(frozen=True)
@@ -72,15 +96,17 @@ class SnsMessage:
 
 
 def is_sns_cert_url(url: str) -> bool:
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    on_aws = host.endswith(".amazonaws.com") or host.endswith(".amazonaws.com.cn")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return False
     return (
         parts.scheme == "https"
-        and host.startswith("sns.")
-        and on_aws
-        and parts.port in (None, 443)
+        and _SNS_HOST.fullmatch(parts.hostname or "") is not None
+        and port in (None, 443)
         and not parts.username
+        and not parts.password
         and parts.path.endswith(".pem")
     )
 
@@ -93,7 +119,11 @@ def fetch_certificate(url: str, timeout: float = DEFAULT_TIMEOUT) -> bytes:
 
 
 class SnsVerifier:
-    """Checks SNS message signatures; `topic_arns`, if given, pins the accepted topics."""
+    """Checks SNS message signatures, from the pinned `topic_arns` only.
+
+    With no topic configured nothing is accepted (ProviderConfigError: the
+    webhook is not set up), rather than every topic of every AWS account.
+    """
 
     def __init__(
         self,
@@ -101,26 +131,33 @@ class SnsVerifier:
         cert_fetcher: CertFetcher | None = None,
         topic_arns: Iterable[str] = (),
         clock: Callable[[], float] = time.time,
+        max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS,
     ):
         self._fetch = cert_fetcher or fetch_certificate
         self._topics = frozenset(topic_arns)
         self._clock = clock
+        self._max_age = max_age_seconds
         self._certs: dict[str, x509.Certificate] = {}
         self._lock = threading.Lock()
 
     def verify(self, body: bytes) -> SnsMessage:
+        if not self._topics:
+            raise ProviderConfigError("no SNS topic ARN is configured (*_SNS_TOPIC_ARNS)")
         doc = _parse(body)
         signed = _signed_fields(doc)
         signature = _signature(doc)
         digest = _HASHES.get(str(doc.get("SignatureVersion", "")))
         if digest is None:
             raise InvalidSignature("unsupported SNS SignatureVersion")
+        # Both are signed fields, so checking them first only saves a
+        # certificate fetch for messages that would be refused anyway.
+        self._check_topic(str(doc.get("TopicArn", "")))
+        self._check_age(doc.get("Timestamp"))
         public_key = self._public_key(str(doc.get("SigningCertURL", "")))
         try:
             public_key.verify(signature, _string_to_sign(doc, signed), padding.PKCS1v15(), digest())
         except CryptoInvalidSignature:
             raise InvalidSignature("SNS signature mismatch") from None
-        self._check_topic(str(doc.get("TopicArn", "")))
         return _message(doc)
 
     def notification(self, body: bytes) -> Any | None:
@@ -140,8 +177,21 @@ class SnsVerifier:
     def _check_topic(self, topic_arn: str) -> None:
         # A valid signature only proves SNS sent it; any AWS account can make
         # SNS send to our URL. Pinning topics keeps strangers' events out.
-        if self._topics and topic_arn not in self._topics:
+        if topic_arn not in self._topics:
             raise InvalidSignature("SNS message from an unexpected topic")
+
+    def _check_age(self, stamp: object) -> None:
+        try:
+            at = datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
+        except ValueError:
+            at = None
+        if at is None or at.utcoffset() is None:
+            raise InvalidSignature("SNS message has no readable Timestamp")
+        age = self._clock() - at.timestamp()
+        if age > self._max_age:
+            raise InvalidSignature("SNS message Timestamp is too old (a replay?)")
+        if age < -FUTURE_SKEW_SECONDS:
+            raise InvalidSignature("SNS message Timestamp is in the future")
 
     def _public_key(self, url: str) -> rsa.RSAPublicKey:
         if not is_sns_cert_url(url):
@@ -161,8 +211,8 @@ class SnsVerifier:
         try:
             cert = x509.load_pem_x509_certificate(self._fetch(url))
         except (httpx.HTTPError, OSError) as exc:
-            # Not the sender's fault, maybe: the caller should answer 5xx so SNS retries.
-            raise ProviderError(f"could not fetch SNS certificate: {exc!r}") from exc
+            # Not the sender's fault, maybe: the caller answers 5xx so SNS retries.
+            raise ProviderUnavailable(f"could not fetch SNS certificate: {exc!r}") from exc
         except ValueError:
             raise InvalidSignature("SNS SigningCertURL did not return a certificate") from None
         with self._lock:
@@ -178,6 +228,17 @@ class SnsVerifier:
         names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
         if not any(str(n.value).startswith("sns.") for n in names):
             raise InvalidSignature("SNS certificate is not issued to an SNS host")
+
+
+def sns_verifier_from(settings: Mapping[str, Any], provider: str) -> SnsVerifier:
+    """The verifier of `provider`'s settings: `sns_topic_arns` (comma-separated;
+    none, and its webhooks are refused) and `sns_max_age_seconds`."""
+    return SnsVerifier(
+        topic_arns=cfg.words(settings, "sns_topic_arns"),
+        max_age_seconds=cfg.number(
+            settings, "sns_max_age_seconds", DEFAULT_MAX_AGE_SECONDS, provider
+        ),
+    )
 
 
 def string_to_sign(doc: Mapping[str, Any]) -> bytes:

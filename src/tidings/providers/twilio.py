@@ -43,6 +43,7 @@ from tidings.providers.base import (
     WebhookRequest,
     parse_retry_after,
     register,
+    same_digest,
     stable_key,
 )
 
@@ -203,7 +204,7 @@ class TwilioAdapter(HttpProviderAdapter):
         if not given:
             raise InvalidSignature(f"missing {SIGNATURE_HEADER}")
         for candidate in url_variants(url):
-            if hmac.compare_digest(signature(self._webhook_key, candidate, params), given):
+            if same_digest(signature(self._webhook_key, candidate, params), given):
                 return
         raise InvalidSignature("twilio signature mismatch")
 

@@ -49,6 +49,7 @@ from tidings.providers.base import (
     SendResult,
     WebhookRequest,
     register,
+    same_digest,
     stable_key,
 )
 from tidings.providers.correlation import carry, recover
@@ -230,7 +231,7 @@ class VonageAdapter(HttpProviderAdapter):
         if not given:
             raise InvalidSignature("vonage receipt is not signed")
         expected = signature(params, secret, method)
-        if not hmac.compare_digest(expected.lower(), given.lower()):
+        if not same_digest(expected.lower(), given.lower()):
             raise InvalidSignature("vonage signature mismatch")
         self._check_fresh(params.get("timestamp", ""))
 

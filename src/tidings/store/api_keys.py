@@ -3,6 +3,7 @@
 A key reads `tdg_<key_id>_<secret>`. The plaintext is returned once, by
 `create_key`, and never stored: only its sha256 is. The key id is not
 secret; it names the key in audits (`api:<key_id>`) and for revocation.
+A key may carry an expiry; revoking a key also ends its console sessions.
 """
 
 from __future__ import annotations
@@ -12,14 +13,16 @@ import hmac
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Any, Literal
 
 import psycopg
 
-from tidings.domain.errors import InvalidInput
+from tidings.domain.errors import Conflict, InvalidInput
+from tidings.domain.moments import check_moment
 from tidings.store import ledger
-from tidings.store.database import Row, execute, fetch_all
+from tidings.store.database import Row, execute, fetch_all, fetch_one
 
 Conn = psycopg.Connection[Any]
 
@@ -28,6 +31,22 @@ PREFIX = "tdg"
 # 32 random bytes: a plain sha256 is then as strong as any slow KDF.
 SECRET_BYTES = 32
 MAX_KEY_LENGTH = 200
+# A tenant's usable keys are bounded (invariant 11): an admin key cannot
+# fill the shared table. Revoked and expired keys do not count.
+MAX_USABLE_KEYS_PER_TENANT = 1000
+KeyState = Literal["live", "expired", "revoked"]
+
+
+class TooManyKeys(Conflict):
+    code = "TOO_MANY_KEYS"
+
+
+class Refusal(Enum):
+    """Why a presented key does not authenticate; each has a stable API code."""
+
+    UNKNOWN = "UNAUTHENTICATED"
+    REVOKED = "KEY_REVOKED"
+    EXPIRED = "KEY_EXPIRED"
 
 
 @dataclass(frozen=True)
@@ -47,10 +66,24 @@ class Principal:
 
 
 def create_key(
-    conn: Conn, tenant: str, scopes: Iterable[str], name: str, *, now: datetime | None = None
+    conn: Conn,
+    tenant: str,
+    scopes: Iterable[str],
+    name: str,
+    *,
+    now: datetime | None = None,
+    expires_at: datetime | None = None,
 ) -> tuple[str, str]:
     """A new key for `tenant`: (key_id, plaintext). Show the plaintext once."""
     wanted = _check_scopes(scopes)
+    at = now or datetime.now(UTC)
+    if expires_at is not None:
+        check_expiry(expires_at, at)
+    usable = fetch_one(conn, "count_usable_api_keys", {"tenant_id": tenant, "now": at})
+    if usable is not None and usable["n"] >= MAX_USABLE_KEYS_PER_TENANT:
+        raise TooManyKeys(
+            f"tenant {tenant!r} has {MAX_USABLE_KEYS_PER_TENANT} usable keys; revoke some first"
+        )
     key_id = secrets.token_hex(6)
     plaintext = f"{PREFIX}_{key_id}_{secrets.token_urlsafe(SECRET_BYTES)}"
     ledger.ensure_tenant(conn, tenant)
@@ -64,31 +97,78 @@ def create_key(
             "scopes": sorted(wanted),
             "name": name,
             "now": now,
+            "expires_at": expires_at,
         },
     )
     return key_id, plaintext
 
 
-def authenticate(conn: Conn, plaintext: str) -> Principal | None:
-    """The principal for a live key, or None for an unknown or revoked one."""
+def check_expiry(expires_at: datetime, now: datetime) -> datetime:
+    """An expiry a key may carry: with an offset, before 9000 (invariant 11),
+    and in the future."""
+    check_moment("expires_at", expires_at)
+    if expires_at <= now:
+        raise InvalidInput("expires_at", "must be in the future")
+    return expires_at
+
+
+def check(conn: Conn, plaintext: str, now: datetime) -> Principal | Refusal:
+    """The principal for a live key, or why the key is refused.
+
+    One indexed read: it runs on every API request.
+    """
     if not plaintext.startswith(f"{PREFIX}_") or len(plaintext) > MAX_KEY_LENGTH:
-        return None
+        return Refusal.UNKNOWN
     digest = _hash(plaintext)
     for row in fetch_all(conn, "api_keys_by_hash", {"key_hash": digest}):
         # The index lookup already matched; comparing again in constant time
         # keeps the decision itself free of timing differences.
-        if hmac.compare_digest(row["key_hash"], digest):
-            return Principal(row["tenant_id"], row["key_id"], frozenset(row["scopes"]))
-    return None
+        if not hmac.compare_digest(row["key_hash"], digest):
+            continue
+        if row["revoked_at"] is not None:
+            return Refusal.REVOKED
+        if row["expires_at"] is not None and row["expires_at"] <= now:
+            return Refusal.EXPIRED
+        return Principal(row["tenant_id"], row["key_id"], frozenset(row["scopes"]))
+    return Refusal.UNKNOWN
+
+
+def authenticate(conn: Conn, plaintext: str, now: datetime | None = None) -> Principal | None:
+    """The principal for a live key, or None for an unknown, revoked or expired one."""
+    found = check(conn, plaintext, now or datetime.now(UTC))
+    return found if isinstance(found, Principal) else None
 
 
 def revoke(conn: Conn, tenant: str, key_id: str, *, now: datetime | None = None) -> bool:
-    """Revoke a key of `tenant`; False when there was no live key by that id."""
-    return execute(conn, "revoke_api_key", {"tenant_id": tenant, "key_id": key_id, "now": now}) > 0
+    """Revoke a key of `tenant` and end its console sessions; False when
+    there was no live key by that id. Call inside a transaction."""
+    revoked = execute(conn, "revoke_api_key", {"tenant_id": tenant, "key_id": key_id, "now": now})
+    execute(conn, "delete_console_sessions_of_key", {"tenant_id": tenant, "key_id": key_id})
+    return revoked > 0
 
 
-def list_keys(conn: Conn, tenant: str) -> list[Row]:
+def list_keys(conn: Conn, tenant: str | None = None) -> list[Row]:
+    """The keys of `tenant` (every tenant's when None: operators only)."""
+    if tenant is None:
+        return fetch_all(conn, "api_keys_all", {})
     return fetch_all(conn, "api_keys_of", {"tenant_id": tenant})
+
+
+def get_key(conn: Conn, tenant: str, key_id: str) -> Row | None:
+    return fetch_one(conn, "api_key_of", {"tenant_id": tenant, "key_id": key_id})
+
+
+def state_of(row: Row, now: datetime) -> KeyState:
+    """live, expired or revoked: what a listing shows for a key row."""
+    if row["revoked_at"] is not None:
+        return "revoked"
+    if row["expires_at"] is not None and row["expires_at"] <= now:
+        return "expired"
+    return "live"
+
+
+def tenants_with_key(conn: Conn, key_id: str) -> list[str]:
+    return [row["tenant_id"] for row in fetch_all(conn, "api_key_tenants", {"key_id": key_id})]
 
 
 def _check_scopes(scopes: Iterable[str]) -> frozenset[str]:

@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 
 from tidings.domain.errors import InvalidInput
+from tidings.domain.moments import check_moment, optional_moment
 from tidings.domain.recipients import check_timezone, normalize_email, normalize_phone
 from tidings.store import ledger
 from tidings.store.database import execute, fetch_all, fetch_one
@@ -55,6 +56,8 @@ def put_contact(
     preferences: Mapping[str, Any] | None = None,
     consents: Sequence[ConsentRecord] = (),
 ) -> dict[str, Any]:
+    for consent in consents:  # all of it valid before anything is written
+        check_consent(consent)
     phone_hash = _store(conn, tenant, vault, "sms", phone) if phone else None
     email_hash = _store(conn, tenant, vault, "email", email) if email else None
     row = fetch_one(
@@ -90,10 +93,7 @@ def _store(conn: Conn, tenant: str, vault: Vault, channel: str, raw: str) -> str
 def record_consent(
     conn: Conn, tenant: str, ref: str, consent: ConsentRecord, now: datetime
 ) -> None:
-    if consent.channel not in ("sms", "email"):
-        raise InvalidInput("consents.channel", "use sms or email")
-    if consent.captured_at.tzinfo is None:
-        raise InvalidInput("consents.captured_at", "must carry a UTC offset")
+    check_consent(consent)
     execute(
         conn,
         "record_consent",
@@ -109,6 +109,15 @@ def record_consent(
             "now": now,
         },
     )
+
+
+def check_consent(consent: ConsentRecord) -> None:
+    if consent.channel not in ("sms", "email"):
+        raise InvalidInput("consents.channel", "use sms or email")
+    # Bounded before it is stored: the claim reads consent evidence with
+    # every tenant's intents, and a time it cannot decode must never get there.
+    check_moment("consents.captured_at", consent.captured_at)
+    optional_moment("consents.revoked_at", consent.revoked_at)
 
 
 def contact(conn: Conn, tenant: str, ref: str) -> dict[str, Any] | None:

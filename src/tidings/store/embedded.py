@@ -12,6 +12,8 @@ import os
 import threading
 from pathlib import Path
 
+from tidings.private_files import make_private_dir
+
 _lock = threading.Lock()
 _servers: dict[Path, object] = {}
 
@@ -29,7 +31,7 @@ def embedded_url(home: Path) -> str:
     with _lock:
         server = _servers.get(pgdata)
         if server is None:
-            pgdata.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dir(pgdata.parent)  # TIDINGS_HOME: the trial secret lives here too
             server = pgserver.get_server(pgdata, cleanup_mode="stop")  # type: ignore[attr-defined]
             _servers[pgdata] = server
     return str(server.get_uri())  # type: ignore[attr-defined]

@@ -17,6 +17,7 @@ from tidings.api.routes import (
     inbound,
     intents,
     jobs,
+    keys,
     policies,
     templates,
     webhooks,
@@ -34,4 +35,5 @@ ROUTERS: tuple[APIRouter, ...] = (
     webhooks.router,
     inbound.router,
     events.router,
+    keys.router,
 )

@@ -1,9 +1,12 @@
 """Uploaded audiences: `POST /v1/audiences`, an NDJSON body streamed in.
 
 One recipient per line, with the fields of an inline job audience member.
-The body is never held whole: each line is validated as it arrives and the
-members are staged in chunks inside one transaction, so a bad line (422,
-naming it) leaves nothing stored. A job then freezes the upload by id
+The body is never held whole: lines are validated in batches as they
+arrive and each batch is staged in a short transaction of its own, so no
+connection waits on a slow client; a bad line (422, naming it), a client
+too slow (408, `api/streaming.py`) or gone discards what was staged. One
+tenant may run only a few uploads at once per process (429,
+`api/upload_slots.py`). A job then freezes the upload by id
 (`POST /v1/jobs` with `audience_upload`). Its size limit is its own
 (`ApiSettings.max_upload_bytes`, `TIDINGS_MAX_UPLOAD_BYTES`), not the
 small one for JSON bodies.
@@ -11,28 +14,37 @@ small one for JSON bodies.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+import anyio
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ValidationError
+from starlette.concurrency import run_in_threadpool
 
-from tidings.api.auth import Sender
+from tidings.api.auth import Caller, Sender
 from tidings.api.openapi import WITH_BODY, responses
 from tidings.api.problems import UnsupportedMediaType
 from tidings.api.routes.jobs import AudienceMemberIn
-from tidings.api.streaming import lines
+from tidings.api.streaming import chunks, lines
+from tidings.api.upload_slots import UploadSlots
 from tidings.domain.errors import InvalidInput, InvalidLine
 from tidings.jobs import uploads
 from tidings.jobs.request import AudienceMember, parse_member
+
+if TYPE_CHECKING:
+    from tidings.api.app import ApiSettings
 
 PATH = "/v1/audiences"
 MEDIA_TYPE = "application/x-ndjson"
 # Generous for one recipient and its variables; it bounds what one
 # unfinished line can make the server hold.
 MAX_LINE_BYTES = 64 * 1024
+# What one batch of lines may weigh before it is written, so a batch of
+# long lines stays a few MiB.
+BATCH_BYTES = 4 * 1024 * 1024
 
 router = APIRouter(prefix=PATH, tags=["audiences"])
 
@@ -64,34 +76,81 @@ class AudienceUploaded(BaseModel):
 @router.post(
     "",
     status_code=201,
-    responses=responses(*WITH_BODY, 415),
+    responses=responses(*WITH_BODY, 408, 415),
     openapi_extra={"requestBody": REQUEST_BODY},
     summary="Upload an audience (NDJSON, streamed) for one bulk job",
 )
-def post_audience(request: Request, caller: Sender) -> AudienceUploaded:
+async def post_audience(request: Request, caller: Sender) -> AudienceUploaded:
+    # Asynchronous on purpose: while the client is sending, the request
+    # holds neither a worker thread nor a database connection. Each batch
+    # of lines is then validated and written by a thread in a short
+    # transaction of its own.
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != MEDIA_TYPE:
         raise UnsupportedMediaType(f"send the audience as {MEDIA_TYPE}, one recipient per line")
-    t = caller.tidings
-    t._ensure_tenant()
-    with t.db.transaction() as conn:
-        upload = uploads.stage(
-            conn,
-            caller.tenant,
-            _members(request),
-            t.vault,
-            t.clock.now(),
-            caller.actor,
-            uploads.Lines(),
-        )
+    config: ApiSettings = request.app.state.api_settings
+    slots: UploadSlots = request.app.state.upload_slots
+    with slots.hold(caller.tenant):
+        body = chunks(request, config.upload_idle_seconds, config.upload_deadline_seconds)
+        upload = await _stage(caller, lines(body, MAX_LINE_BYTES))
     return AudienceUploaded(
         id=upload.id, size=upload.size, version=upload.version, expires_at=upload.expires_at
     )
 
 
-def _members(request: Request) -> Iterator[tuple[int, AudienceMember]]:
-    for number, line in lines(request, MAX_LINE_BYTES):
+async def _stage(caller: Caller, body: AsyncIterator[tuple[int, bytes]]) -> uploads.Upload:
+    staging = await run_in_threadpool(_begin, caller)
+    try:
+        async for batch in _batches(body):
+            await run_in_threadpool(_write, caller, staging, batch)
+        return await run_in_threadpool(_finish, caller, staging)
+    except BaseException:
+        # Whatever stopped it (a bad line, a timeout, the client gone), the
+        # chunks committed so far go; shielded, as a cancelled request
+        # must clean up too.
+        with anyio.CancelScope(shield=True):
+            await run_in_threadpool(_discard, caller, staging)
+        raise
+
+
+async def _batches(
+    body: AsyncIterator[tuple[int, bytes]],
+) -> AsyncIterator[list[tuple[int, bytes]]]:
+    batch: list[tuple[int, bytes]] = []
+    size = 0
+    async for number, line in body:
         if line.strip():
-            yield number, _member(number, line)
+            batch.append((number, line))
+            size += len(line)
+        if len(batch) >= uploads.CHUNK_ROWS or size >= BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _begin(caller: Caller) -> uploads.Staging:
+    t = caller.tidings
+    t._ensure_tenant()
+    with t.db.transaction() as conn:
+        return uploads.begin(
+            conn, caller.tenant, t.vault, t.clock.now(), caller.actor, uploads.Lines()
+        )
+
+
+def _write(caller: Caller, staging: uploads.Staging, batch: list[tuple[int, bytes]]) -> None:
+    members = [(number, _member(number, line)) for number, line in batch]
+    with caller.tidings.db.transaction() as conn:
+        staging.add(conn, members)
+
+
+def _finish(caller: Caller, staging: uploads.Staging) -> uploads.Upload:
+    with caller.tidings.db.transaction() as conn:
+        return staging.finish(conn)
+
+
+def _discard(caller: Caller, staging: uploads.Staging) -> None:
+    with caller.tidings.db.transaction() as conn:
+        uploads.discard(conn, caller.tenant, staging.id)
 
 
 def _member(number: int, line: bytes) -> AudienceMember:

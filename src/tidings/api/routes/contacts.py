@@ -3,29 +3,32 @@ opt-out. Responses never echo a destination."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Path
 from pydantic import BaseModel, Field
 
 from tidings.api.auth import Sender
 from tidings.api.openapi import NOT_FOUND, WITH_BODY, responses
-from tidings.api.schemas import JsonObject, RequestModel, Text
+from tidings.api.schemas import JsonObject, Moment, RequestModel, Text
 from tidings.domain.errors import NotFound
 from tidings.store import contacts
 from tidings.store.contacts import ConsentRecord
 
 router = APIRouter(prefix="/v1/contacts", tags=["contacts"])
+# Checked like any stored text: a NUL in the path reached PostgreSQL (a 500).
+ContactRef = Annotated[
+    Text, Path(min_length=1, max_length=200, description="Your id for the contact")
+]
 
 
 class ConsentIn(RequestModel):
     channel: Literal["sms", "email"]
     purpose: Text = Field(min_length=1, max_length=200)
     source: Text = Field(min_length=1, max_length=200)
-    captured_at: datetime
+    captured_at: Moment
     evidence_ref: Text | None = Field(default=None, max_length=500)
-    revoked_at: datetime | None = None
+    revoked_at: Moment | None = None
 
 
 class ContactIn(RequestModel):
@@ -60,7 +63,7 @@ class OptOutOut(BaseModel):
 @router.put(
     "/{ref}", responses=responses(*WITH_BODY), summary="Record a contact and consent evidence"
 )
-def put_contact(ref: str, body: ContactIn, caller: Sender) -> ContactOut:
+def put_contact(ref: ContactRef, body: ContactIn, caller: Sender) -> ContactOut:
     consents = [ConsentRecord(**c.model_dump()) for c in body.consents]
     caller.tidings.put_contact(
         ref,
@@ -90,7 +93,7 @@ def put_contact(ref: str, body: ContactIn, caller: Sender) -> ContactOut:
     responses=responses(*WITH_BODY, NOT_FOUND),
     summary="Opt the contact's destination out of a channel",
 )
-def opt_out(ref: str, body: OptOutIn, caller: Sender) -> OptOutOut:
+def opt_out(ref: ContactRef, body: OptOutIn, caller: Sender) -> OptOutOut:
     t = caller.tidings
     with t.db.transaction() as conn:
         row = contacts.contact(conn, caller.tenant, ref)

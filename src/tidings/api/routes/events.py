@@ -54,6 +54,9 @@ class EventWebhookOut(BaseModel):
     summary="Push events to a URL, signed (X-Tidings-Signature), at least once, in order",
 )
 def put_event_webhook(body: EventWebhookIn, caller: Admin) -> EventWebhookOut:
+    """A URL whose host is or resolves to a loopback, private, link-local,
+    metadata or other non-public address is refused (422 `URL_NOT_ALLOWED`),
+    and checked again at every connection."""
     caller.tidings.set_event_webhook(body.url, body.secret)
     return EventWebhookOut(url=body.url, enabled=True)
 

@@ -1,19 +1,25 @@
 """Inbound messages from recipients: STOP opts out, START opts back in,
-before any further send. Authenticated by the provider's signature; the
-tenant is named in the URL the provider is configured with."""
+before any further send. Authenticated by the provider's signature.
+
+The tenant they act for comes from configuration (`TIDINGS_INBOUND_TENANT`,
+else the server's `TIDINGS_TENANT`), never from the request: a query
+parameter is not covered by every provider's signature, and a forged one
+opted numbers out for any tenant it named, creating the tenant as it went.
+An inbound message never creates a tenant.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Request
 from pydantic import BaseModel
 
 from tidings.api.auth import engine
 from tidings.api.openapi import responses
 from tidings.api.problems import InvalidWebhook, InvalidWebhookSignature
-from tidings.api.routes.webhooks import _ANY_BODY, webhook_request
+from tidings.api.routes.webhooks import _ANY_BODY, not_configured, webhook_request
 from tidings.client import Tidings
 from tidings.domain.errors import InvalidInput, NotFound
 from tidings.providers.base import (
@@ -23,6 +29,7 @@ from tidings.providers.base import (
     ProviderError,
     WebhookRequest,
 )
+from tidings.store.database import fetch_one
 
 router = APIRouter(prefix="/v1/inbound", tags=["webhooks"])
 
@@ -42,7 +49,6 @@ def receive_inbound(
     received: Annotated[WebhookRequest, Depends(webhook_request)],
     root: Annotated[Tidings, Depends(engine)],
     request: Request,
-    tenant: Annotated[str, Query(min_length=1, max_length=200)] = "default",
 ) -> InboundHandled:
     adapters: Mapping[str, ProviderAdapter] = request.app.state.adapters
     adapter = adapters.get(provider)
@@ -53,9 +59,10 @@ def receive_inbound(
     except InvalidSignature as exc:
         raise InvalidWebhookSignature(str(exc)) from None
     except ProviderConfigError as exc:
-        raise NotFound(str(exc)) from None
+        raise not_configured(adapter, exc) from None
     except ProviderError as exc:
         raise InvalidWebhook(str(exc)) from None
+    tenant = _inbound_tenant(root, request)
     try:
         keyword = root.for_tenant(tenant).handle_inbound(
             message.sender, message.text, source=f"inbound:{provider}"
@@ -63,3 +70,18 @@ def receive_inbound(
     except InvalidInput:
         raise InvalidWebhook("the sender is not a valid phone number") from None
     return InboundHandled(keyword=keyword.value)
+
+
+def _inbound_tenant(root: Tidings, request: Request) -> str:
+    configured: str | None = request.app.state.api_settings.inbound_tenant
+    tenant = configured or root.tenant
+    asked = request.query_params.get("tenant")
+    if asked is not None and asked != tenant:
+        # Old provider configurations named the tenant in the URL: say why
+        # it is refused rather than act for a tenant the caller did not mean.
+        raise InvalidWebhook("the inbound tenant is configured on the server, not in the URL")
+    with root.db.transaction() as conn:
+        row = fetch_one(conn, "tenant_exists", {"tenant_id": tenant})
+    if not (row and row["found"]):
+        raise NotFound("no tenant is configured for inbound messages")
+    return tenant

@@ -11,11 +11,12 @@ from pydantic import BaseModel, Field
 
 from tidings.api.auth import Reader, Sender
 from tidings.api.openapi import NOT_FOUND, WITH_BODY, responses
-from tidings.api.schemas import JsonObject, RequestModel, TemplateRef, Text
+from tidings.api.schemas import JsonObject, Moment, RequestModel, TemplateRef, Text
 from tidings.jobs.freeze import create_job
 from tidings.jobs.request import parse_job
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+MAX_CURSOR_DIGITS = 19
 
 
 class AudienceMemberIn(RequestModel):
@@ -53,7 +54,7 @@ class JobIn(RequestModel):
     variables: JsonObject = Field(default_factory=dict)
     report: ReportRef | None = None
     token_ttl_seconds: int | None = Field(default=None, ge=60, le=30 * 86400)
-    expires_at: datetime | None = None
+    expires_at: Moment | None = None
     event_reason: Text | None = Field(default=None, max_length=500)
 
 
@@ -134,7 +135,9 @@ def get_recipients(
 def _cursor(after: str | None) -> int:
     if after is None or after == "":
         return 0
-    if not (after.isascii() and after.isdigit()):  # "³" is a digit to isdigit, not to int
+    # "³" is a digit to isdigit, not to int; and int() refuses (ValueError, a
+    # 500) past 4300 digits: a position is a bigint, at most 19 digits.
+    if not (after.isascii() and after.isdigit()) or len(after) > MAX_CURSOR_DIGITS:
         from tidings.domain.errors import InvalidInput
 
         raise InvalidInput("after", "not a cursor from this listing")

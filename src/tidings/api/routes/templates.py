@@ -23,7 +23,11 @@ router = APIRouter(prefix="/v1/templates", tags=["templates"])
 
 @router.post("", status_code=201, responses=responses(*WITH_BODY), summary="Publish a revision")
 def publish_template(body: TemplateIn, caller: Admin) -> TemplatePublished:
-    found = validate_revision(_draft(caller.tenant, body), body.required_providers)
+    found = validate_revision(
+        _draft(caller.tenant, body),
+        body.required_providers,
+        caller.tidings.settings.render_limits(),
+    )
     _refuse_errors(found)
     stored = caller.tidings.publish_template(
         body.name,

@@ -10,6 +10,7 @@ that retry (and any replay) harmless.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Annotated, Any
 
@@ -17,7 +18,7 @@ from fastapi import APIRouter, Depends, Path, Request
 
 from tidings.api.auth import engine
 from tidings.api.openapi import responses
-from tidings.api.problems import InvalidWebhook, InvalidWebhookSignature
+from tidings.api.problems import InvalidWebhook, InvalidWebhookSignature, Unavailable
 from tidings.api.schemas import WebhookReceived
 from tidings.client import Tidings
 from tidings.dispatch.observe import apply_observation
@@ -28,10 +29,12 @@ from tidings.providers.base import (
     ProviderAdapter,
     ProviderConfigError,
     ProviderError,
+    ProviderUnavailable,
     WebhookRequest,
 )
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
+log = logging.getLogger("tidings.webhooks")
 
 # Providers post JSON or forms; the body is read raw either way.
 _ANY_BODY: dict[str, Any] = {
@@ -67,7 +70,7 @@ async def webhook_request(request: Request) -> WebhookRequest:
 
 @router.post(
     "/{provider}",
-    responses=responses(400, 401, 404, auth=False),
+    responses=responses(400, 401, 404, 503, auth=False),
     openapi_extra=_ANY_BODY,
     summary="A provider's status callback; 401 and nothing recorded unless signed",
 )
@@ -93,7 +96,21 @@ def _verify(adapter: ProviderAdapter, received: WebhookRequest) -> list[Observat
         return list(adapter.verify_webhook(received))
     except InvalidSignature:
         raise InvalidWebhookSignature("the webhook signature could not be verified") from None
-    except ProviderConfigError:
-        raise  # our misconfiguration, not the caller's fault: a logged 500
+    except ProviderConfigError as exc:
+        raise not_configured(adapter, exc) from None
+    except ProviderUnavailable:
+        # We could not check it (an SNS certificate out of reach): a 5xx, so
+        # the provider retries, rather than a 4xx that drops its receipt.
+        raise Unavailable("the webhook could not be verified just now; retry") from None
     except ProviderError as exc:
         raise InvalidWebhook(f"signed, but not understood: {exc}") from None
+
+
+def not_configured(adapter: ProviderAdapter, exc: ProviderConfigError) -> NotFound:
+    """A provider with no webhooks, or whose webhooks are not set up here (no
+    secret, no pinned topic): nothing to receive, so 404 to the caller, and a
+    warning for the operator, whose provider may be posting in vain."""
+    log.warning(
+        "webhook refused, not configured", extra={"provider": adapter.name, "why": str(exc)}
+    )
+    return NotFound(f"provider {adapter.name!r} has no webhook receiver configured")

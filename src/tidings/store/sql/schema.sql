@@ -85,6 +85,21 @@ CREATE INDEX intents_unreconciled ON intents (event_class, channel, created_at)
     WHERE state IN ('sending', 'accepted', 'reconciling');
 CREATE INDEX intents_job ON intents (tenant_id, job_id, id) WHERE job_id IS NOT NULL;
 
+-- Tenant-supplied times lie in [1970, 9000) UTC, as domain/moments.py
+-- checks: outside it a row can be stored but not decoded by Python, and
+-- one such row once stopped every tenant's claims (issue #20).
+ALTER TABLE intents
+    ADD CONSTRAINT intents_expires_at_bounded
+        CHECK (expires_at >= '1970-01-01 00:00:00+00' AND expires_at < '9000-01-01 00:00:00+00'),
+    ADD CONSTRAINT intents_not_before_bounded
+        CHECK (not_before >= '1970-01-01 00:00:00+00' AND not_before < '9000-01-01 00:00:00+00'),
+    ADD CONSTRAINT intents_next_due_at_bounded
+        CHECK (next_due_at >= '1970-01-01 00:00:00+00' AND next_due_at < '9000-01-01 00:00:00+00');
+-- Intents quarantined because a worker could not decode or render them
+-- (dispatch/quarantine.py): counted per tenant by the metric and the alert.
+CREATE INDEX intents_quarantined ON intents (tenant_id, terminal_at)
+    WHERE decision_code IN ('UNDECODABLE', 'UNRENDERABLE');
+
 CREATE TABLE attempts (
     tenant_id           text        NOT NULL,
     intent_id           uuid        NOT NULL,
@@ -115,7 +130,8 @@ CREATE INDEX attempts_provider_message ON attempts (provider, provider_message_i
     WHERE provider_message_id IS NOT NULL;
 CREATE INDEX attempts_checks ON attempts (next_check_at)
     WHERE state IN ('sending', 'accepted', 'unknown') AND next_check_at IS NOT NULL;
--- Webhooks find their attempt by our key alone: it carries no tenant.
+-- Receipts find their attempt by the reference they echo, which names no
+-- tenant (dispatch.sql, attempts_by_reference).
 CREATE INDEX attempts_key ON attempts (attempt_key);
 
 -- What providers told us, exactly once per provider event: append-only.
@@ -240,6 +256,16 @@ CREATE TABLE rate_counters (
 
 CREATE INDEX rate_counters_age ON rate_counters (window_start);
 
+-- The per-tenant API request rate, shared by every API process: one token
+-- bucket per tenant (api/rate_limit.py). `tokens` is the level at
+-- `refilled_at`; `granted` is what the last take got.
+CREATE TABLE api_rate_buckets (
+    tenant_id    text             PRIMARY KEY,
+    tokens       double precision NOT NULL,
+    refilled_at  timestamptz      NOT NULL,
+    granted      integer          NOT NULL
+);
+
 -- What the policy needs to know about a recipient: contact details
 -- (destinations by keyed hash only), consent evidence, opt-outs and
 -- suppressions. Consent is evidence the application records; it is never
@@ -275,6 +301,11 @@ CREATE TABLE consents (
 );
 
 CREATE INDEX consents_lookup ON consents (tenant_id, ref, channel, purpose);
+ALTER TABLE consents
+    ADD CONSTRAINT consents_captured_at_bounded
+        CHECK (captured_at >= '1970-01-01 00:00:00+00' AND captured_at < '9000-01-01 00:00:00+00'),
+    ADD CONSTRAINT consents_revoked_at_bounded
+        CHECK (revoked_at >= '1970-01-01 00:00:00+00' AND revoked_at < '9000-01-01 00:00:00+00');
 
 -- Keyed by destination: a STOP arrives from a number, not from a contact.
 CREATE TABLE opt_outs (
@@ -316,14 +347,38 @@ CREATE TABLE api_keys (
     name        text        NOT NULL,
     created_at  timestamptz NOT NULL,
     revoked_at  timestamptz,
+    expires_at  timestamptz
+                    CHECK (expires_at >= '1970-01-01 00:00:00+00'
+                           AND expires_at < '9000-01-01 00:00:00+00'),
     PRIMARY KEY (tenant_id, key_id),
     UNIQUE (tenant_id, key_hash)
 );
 
 -- A request names no tenant, only its key: authentication looks the key up
 -- by hash across tenants. Not unique (keys must start with tenant_id);
--- 256 random bits make a collision moot. Revoked keys are never looked up.
-CREATE INDEX api_keys_active ON api_keys (key_hash) WHERE revoked_at IS NULL;
+-- 256 random bits make a collision moot. Revoked and expired keys are
+-- found too, so a client is told why its key stopped working.
+CREATE INDEX api_keys_by_hash ON api_keys (key_hash);
+
+-- A console session: only a sha256 of its random id is stored, so a read
+-- of this table cannot sign anyone in. Scopes are read from the key at
+-- each request; revoking the key deletes its sessions (and the lookup
+-- ignores sessions of a revoked or expired key anyway).
+CREATE TABLE console_sessions (
+    tenant_id    text        NOT NULL,
+    session_hash text        NOT NULL,
+    key_id       text        NOT NULL,
+    created_at   timestamptz NOT NULL,
+    expires_at   timestamptz NOT NULL
+                     CHECK (expires_at >= '1970-01-01 00:00:00+00'
+                            AND expires_at < '9000-01-01 00:00:00+00'),
+    PRIMARY KEY (tenant_id, session_hash),
+    FOREIGN KEY (tenant_id, key_id) REFERENCES api_keys (tenant_id, key_id) ON DELETE CASCADE
+);
+-- A cookie names no tenant: looked up by hash across tenants, as API keys.
+CREATE INDEX console_sessions_by_hash ON console_sessions (session_hash);
+CREATE INDEX console_sessions_of_key ON console_sessions (tenant_id, key_id);
+CREATE INDEX console_sessions_expiry ON console_sessions (expires_at);
 
 -- Bulk jobs: a frozen audience, each recipient resolved to a channel (or a
 -- terminal exclusion) and turned into intents. Reports are durable objects
@@ -376,6 +431,9 @@ CREATE TABLE jobs (
 );
 
 CREATE INDEX jobs_preparing ON jobs (created_at) WHERE status = 'preparing';
+ALTER TABLE jobs
+    ADD CONSTRAINT jobs_expires_at_bounded
+        CHECK (expires_at >= '1970-01-01 00:00:00+00' AND expires_at < '9000-01-01 00:00:00+00');
 
 -- The frozen audience: one row per recipient, in keyset order (seq).
 CREATE TABLE job_recipients (

@@ -1,17 +1,36 @@
 -- name: insert_api_key
-INSERT INTO api_keys (tenant_id, key_id, key_hash, scopes, name, created_at)
+INSERT INTO api_keys (tenant_id, key_id, key_hash, scopes, name, created_at, expires_at)
 VALUES (%(tenant_id)s, %(key_id)s, %(key_hash)s, %(scopes)s, %(name)s,
-        coalesce(%(now)s::timestamptz, now()));
+        coalesce(%(now)s::timestamptz, now()), %(expires_at)s);
 
 -- name: api_keys_by_hash
 -- Across tenants on purpose: the key is the only thing a request names.
-SELECT tenant_id, key_id, key_hash, scopes FROM api_keys
-WHERE key_hash = %(key_hash)s AND revoked_at IS NULL;
+-- Revoked and expired rows come back too; the caller says which it was.
+SELECT tenant_id, key_id, key_hash, scopes, revoked_at, expires_at FROM api_keys
+WHERE key_hash = %(key_hash)s;
 
 -- name: revoke_api_key
 UPDATE api_keys SET revoked_at = coalesce(%(now)s::timestamptz, now())
 WHERE tenant_id = %(tenant_id)s AND key_id = %(key_id)s AND revoked_at IS NULL;
 
 -- name: api_keys_of
-SELECT key_id, scopes, name, created_at, revoked_at FROM api_keys
+SELECT tenant_id, key_id, scopes, name, created_at, expires_at, revoked_at FROM api_keys
 WHERE tenant_id = %(tenant_id)s ORDER BY created_at, key_id;
+
+-- name: api_keys_all
+-- Every tenant's keys: for the operator's CLI only, never for a request.
+SELECT tenant_id, key_id, scopes, name, created_at, expires_at, revoked_at FROM api_keys
+ORDER BY tenant_id, created_at, key_id;
+
+-- name: api_key_tenants
+-- Which tenants hold a key by this id (the operator's CLI names only the id).
+SELECT tenant_id FROM api_keys WHERE key_id = %(key_id)s ORDER BY tenant_id;
+
+-- name: api_key_of
+SELECT tenant_id, key_id, scopes, name, created_at, expires_at, revoked_at FROM api_keys
+WHERE tenant_id = %(tenant_id)s AND key_id = %(key_id)s;
+
+-- name: count_usable_api_keys
+SELECT count(*) AS n FROM api_keys
+WHERE tenant_id = %(tenant_id)s AND revoked_at IS NULL
+  AND (expires_at IS NULL OR expires_at > %(now)s);

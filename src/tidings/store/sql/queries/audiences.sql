@@ -1,6 +1,6 @@
 -- name: insert_audience_upload
 -- Written before its members (they refer to it); size and version are
--- settled once the last member is in, in the same transaction.
+-- settled once the last member is in (version '' until then).
 INSERT INTO audience_uploads (tenant_id, id, size, version, created_by, created_at, expires_at)
 VALUES (%(tenant_id)s, %(id)s, 0, '', %(actor)s, %(now)s, %(expires_at)s);
 
@@ -22,8 +22,9 @@ LIMIT 1;
 
 -- name: lock_audience_upload
 -- Two jobs naming one upload serialize here; the second sees it consumed.
+-- One still being staged (its version not settled) is not there yet.
 SELECT * FROM audience_uploads
-WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND expires_at > %(now)s
+WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND expires_at > %(now)s AND version <> ''
 FOR UPDATE;
 
 -- name: store_upload_destinations

@@ -120,13 +120,22 @@ WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s;
 -- name: attempt_by_number
 SELECT * FROM attempts WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s;
 
--- name: attempt_by_provider_id
-SELECT * FROM attempts WHERE provider = %(provider)s AND provider_message_id = %(provider_message_id)s;
+-- name: attempts_by_provider_id
+-- A receipt's attempt by the id the provider (account) gave it. Two rows
+-- mean the id is ambiguous, so the caller matches neither: at most two.
+SELECT * FROM attempts
+WHERE provider = %(provider)s AND provider_message_id = %(provider_message_id)s
+LIMIT 2;
 
--- name: attempt_by_key_any_tenant
--- Webhooks name the attempt by our key; the key itself says nothing about
--- the tenant, so this one lookup spans tenants.
-SELECT * FROM attempts WHERE attempt_key = %(attempt_key)s;
+-- name: attempts_by_reference
+-- A receipt's attempt by the reference of ours the provider echoed, sent
+-- through that same provider. The reference spans tenants: new ones carry
+-- the intent's globally unique id, so one row at most; a key from before
+-- them (`<caller key>:attempt:<n>`) may be shared by two tenants, and two
+-- rows mean the caller matches neither.
+SELECT * FROM attempts
+WHERE attempt_key = %(attempt_key)s AND provider = %(provider)s
+LIMIT 2;
 
 -- name: attempts_reached_provider
 SELECT count(*) AS n FROM attempts

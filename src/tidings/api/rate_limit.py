@@ -1,0 +1,104 @@
+"""The per-tenant API request rate, shared by every API process.
+
+Each tenant has one token bucket in PostgreSQL (`api_rate_buckets`):
+`rate` tokens a second, at most `burst` saved up, one token a request.
+Asking the database on every request would add a statement to the hot
+path (`POST /v1/intents`), so each process takes tokens in small batches
+and spends them locally; only every `batch`-th request of a tenant costs
+a statement. A batch is a real withdrawal, so the processes together never
+exceed the shared limit; what one process holds unspent for long is given
+up (`HOLD`) so saved-up tokens cannot grow a burst.
+
+Over the limit, the request is refused with 429 RATE_LIMITED and a
+`Retry-After` computed from the bucket; the process then refuses that
+tenant locally until then, so a client hammering past its limit costs
+no statement per request either.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from tidings.api.problems import TooManyRequests
+from tidings.store.database import Database, fetch_one
+
+# How long a process may sit on tokens it took and has not spent.
+HOLD = timedelta(seconds=1)
+# A batch is this share of a second's rate: small enough that what several
+# processes hold unspent is a sliver of the limit.
+BATCH_SHARE = 0.05
+
+
+@dataclass
+class _Local:
+    tokens: int = 0
+    expires_at: datetime = datetime(1970, 1, 1, tzinfo=UTC)
+    refused_until: datetime | None = None
+
+
+class TenantRateLimit:
+    """Admit a tenant's request or raise 429; thread-safe, one per app."""
+
+    def __init__(self, rate_per_second: float, burst: int) -> None:
+        self.rate = rate_per_second
+        self.burst = max(1, burst)
+        self.batch = max(1, min(self.burst, math.floor(rate_per_second * BATCH_SHARE)))
+        self._local: dict[str, _Local] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self.rate > 0
+
+    def admit(self, db: Database, tenant: str, now: datetime) -> None:
+        if not self.enabled:
+            return
+        with self._lock:
+            local = self._local.setdefault(tenant, _Local())
+            if self._spend_local(local, now):
+                return
+        granted, tokens = self._take(db, tenant, now)
+        with self._lock:
+            if granted > 0:
+                # Another thread may have taken a batch meanwhile: add to it,
+                # unless what is held has lapsed.
+                held = local.tokens if now < local.expires_at else 0
+                local.tokens, local.expires_at = held + granted - 1, now + HOLD
+                local.refused_until = None
+                return
+            # The bucket refills at `rate`: the next whole token is this far off.
+            retry_after = max(1, math.ceil((1 - tokens) / self.rate))
+            local.refused_until = now + timedelta(seconds=retry_after)
+        raise _refused(retry_after)
+
+    def _spend_local(self, local: _Local, now: datetime) -> bool:
+        if local.refused_until is not None and now < local.refused_until:
+            raise _refused(max(1, math.ceil((local.refused_until - now).total_seconds())))
+        if local.tokens > 0 and now < local.expires_at:
+            local.tokens -= 1
+            return True
+        return False
+
+    def _take(self, db: Database, tenant: str, now: datetime) -> tuple[int, float]:
+        params = {
+            "tenant_id": tenant,
+            "want": self.batch,
+            "rate": float(self.rate),
+            "burst": self.burst,
+            "now": now,
+        }
+        with db.statements() as conn:  # one statement: no BEGIN and COMMIT
+            row = fetch_one(conn, "take_api_tokens", params)
+        assert row is not None
+        return int(row["granted"]), float(row["tokens"])
+
+
+def _refused(retry_after: int) -> TooManyRequests:
+    return TooManyRequests(
+        "RATE_LIMITED",
+        f"this tenant is over its API request rate; retry in {retry_after} s",
+        retry_after,
+    )

@@ -1,0 +1,114 @@
+"""Rows a worker cannot read, parked one at a time so their batch goes on.
+
+Claims and the deadline sweep read many tenants' rows in one statement. A
+single row Python cannot hold (a time past year 9999, consent evidence
+whose time cannot be parsed, JSON nested past the recursion limit) used to
+fail the whole statement, every round, for every tenant (issue #20). The
+bounds in domain/moments.py and the database's CHECK constraints keep such
+rows out; this is the second line for any that get in around them.
+
+When a batch cannot be read whole, it is read again by id only (ids always
+decode), and each row is handled in its own transaction. A row that fails
+alone is quarantined: a claimable intent moves to `failed` with the stable
+code UNDECODABLE (one statement that reads nothing back), is counted by
+`tidings_quarantined_intents_total` and raises the `quarantined` alert. A
+claimed intent whose message cannot be built for the same reasons fails
+with UNRENDERABLE. Nothing is sent for either.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+from uuid import UUID
+
+import psycopg
+
+from tidings.dispatch.claim import Claimed, ClaimRequest, claim_batch
+from tidings.dispatch.gate import RecipientFacts
+from tidings.dispatch.message import UNRENDERABLE
+from tidings.store.database import Database, fetch_all, fetch_one
+
+log = logging.getLogger("tidings.quarantine")
+
+UNDECODABLE = "UNDECODABLE"
+QUARANTINE_CODES = (UNDECODABLE, UNRENDERABLE)
+
+# What reading or deciding one bad row raises: psycopg cannot load a value,
+# Python cannot parse or hold it (`datetime.fromisoformat`, a date overflow),
+# or JSON nested too deep to decode. Not psycopg.OperationalError and the
+# like: a database that is away says nothing about any row.
+UNREADABLE: tuple[type[BaseException], ...] = (
+    psycopg.DataError,
+    ValueError,
+    ArithmeticError,
+    RecursionError,
+)
+
+T = TypeVar("T")
+
+
+def claim_row_by_row(
+    db: Database, request: ClaimRequest, now: datetime, facts: RecipientFacts
+) -> list[Claimed]:
+    """The batch `claim_batch` could not read whole, one intent per transaction."""
+    params = {"channel": request.channel, "now": now, "limit": request.limit}
+    with db.transaction() as conn:
+        ids = [(r["tenant_id"], r["id"]) for r in fetch_all(conn, "claim_due_ids", params)]
+
+    def one(conn: psycopg.Connection[Any], tenant_id: str, intent_id: UUID) -> list[Claimed]:
+        return claim_batch(conn, request, now, facts, only=(tenant_id, intent_id))
+
+    claimed: list[Claimed] = []
+    for found in each_alone(db, ids, one, now, f"worker:{request.owner}"):
+        claimed.extend(found or [])
+    return claimed
+
+
+def each_alone(
+    db: Database,
+    ids: list[tuple[str, UUID]],
+    work: Callable[[psycopg.Connection[Any], str, UUID], T],
+    now: datetime,
+    actor: str,
+) -> list[T | None]:
+    """`work` for each id in its own transaction; an unreadable one is quarantined."""
+    results: list[T | None] = []
+    for tenant_id, intent_id in ids:
+        try:
+            with db.transaction() as conn:
+                results.append(work(conn, tenant_id, intent_id))
+        except UNREADABLE as exc:
+            quarantine(db, tenant_id, intent_id, now, actor=actor, error=exc)
+            results.append(None)
+    return results
+
+
+def quarantine(
+    db: Database,
+    tenant_id: str,
+    intent_id: UUID,
+    now: datetime,
+    *,
+    actor: str,
+    error: BaseException,
+) -> bool:
+    """Park one claimable intent as failed/UNDECODABLE; False if it was not claimable."""
+    params = {
+        "tenant_id": tenant_id,
+        "id": intent_id,
+        "now": now,
+        "actor": actor,
+        # The kind of error only: its message may quote the value itself.
+        "error": type(error).__name__,
+    }
+    with db.transaction() as conn:
+        moved = fetch_one(conn, "quarantine_intent", params)
+    extra = {"tenant_id": tenant_id, "intent_id": str(intent_id), "error": type(error).__name__}
+    if moved is None:
+        log.warning("unreadable intent left as it is (not claimable)", extra=extra)
+        return False
+    log.error("intent quarantined: %s", UNDECODABLE, extra=extra)
+    return True

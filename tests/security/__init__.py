@@ -1,0 +1,1 @@
+"""Attacks by a hostile tenant, each reproduced first and pinned (invariant 11)."""
