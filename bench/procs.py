@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from tidings.dispatch.runner import WorkerConfig
+from tidings.dispatch.steps import WorkerConfig
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
@@ -50,7 +50,8 @@ def _adapter(spec: WorkerSpec) -> Any:
 
 def _worker_main(spec: WorkerSpec, ready: Any, go: Any, stop: Any) -> None:
     from bench.seed import engine
-    from tidings.dispatch.runner import Worker, WorkerConfig
+    from tidings.dispatch.runner import Worker
+    from tidings.dispatch.steps import WorkerConfig
 
     logging.basicConfig(level=logging.WARNING)
     adapter = _adapter(spec)
@@ -58,7 +59,7 @@ def _worker_main(spec: WorkerSpec, ready: Any, go: Any, stop: Any) -> None:
         batch_size=spec.batch_size, concurrency={"sms": spec.concurrency, "email": 1}
     )
     with engine(spec.dsn, spec.pool_size) as t:
-        worker = Worker(t, {"sms": adapter, "email": adapter}, config=config)
+        worker = Worker(t.runtime, {"sms": adapter, "email": adapter}, config=config)
         halt = threading.Event()  # Worker.run takes a thread event; bridge to ours
         runner = threading.Thread(target=worker.run, args=(halt,))
         ready.set()

@@ -47,7 +47,7 @@ def dispatch_loop(dsn: str, seconds: float) -> int:
 
     adapter = InProcessSimulatorAdapter(SimulatorCore())
     with engine(dsn, 2) as t:
-        worker = Worker(t, {"sms": adapter})
+        worker = Worker(t.runtime, {"sms": adapter})
         started, done = time.perf_counter(), 0
         while time.perf_counter() - started < seconds:
             claimed = worker.dispatch_once("sms")

@@ -22,8 +22,9 @@ from bench.context import Context
 from bench.model import Measure, ScenarioResult, repeat
 from bench.seed import engine, notify_many, published_template
 from tidings.dispatch.observe import apply_observation
-from tidings.dispatch.runner import Worker, WorkerConfig
-from tidings.providers.base import WebhookRequest
+from tidings.dispatch.runner import Worker
+from tidings.dispatch.steps import WorkerConfig
+from tidings.providers.messages import WebhookRequest
 from tidings.providers.simulator import SimulatorCore
 from tidings.providers.simulator_adapter import InProcessSimulatorAdapter
 
@@ -65,7 +66,7 @@ def _dispatched(
     adapter = InProcessSimulatorAdapter(core, clock=lambda: signed_at)
     with engine(dsn, 4) as t:
         notify_many(t, "reconcile", count)
-        worker = Worker(t, {"sms": adapter}, config=WorkerConfig(batch_size=100))
+        worker = Worker(t.runtime, {"sms": adapter}, config=WorkerConfig(batch_size=100))
         while worker.dispatch_once("sms"):
             pass
     core.advance(60.0)  # every receipt due, every message final
@@ -111,7 +112,7 @@ def _lookups(ctx: Context, template: str, adapter: InProcessSimulatorAdapter) ->
                 " WHERE next_check_at IS NOT NULL"
             )
         with engine(dsn, 2) as t:
-            worker = Worker(t, {"sms": adapter})
+            worker = Worker(t.runtime, {"sms": adapter})
             started, looked = time.perf_counter(), 0
             while time.perf_counter() - started < ctx.config.seconds:
                 done = worker.reconcile_once(CHECK_BATCH)

@@ -14,6 +14,7 @@ from tidings.domain.errors import (
 )
 from tidings.domain.intent import Attempt, Intent, TimelineEntry
 from tidings.domain.states import AttemptState, IntentState
+from tidings.providers.base import ProviderAdapter
 
 __all__ = [
     "AlreadyTerminal",
@@ -28,6 +29,7 @@ __all__ = [
     "InvalidInput",
     "ManualClock",
     "NotFound",
+    "ProviderAdapter",
     "StaleTransition",
     "SystemClock",
     "Tidings",

@@ -111,7 +111,8 @@ def worker(
 ) -> None:
     """Claim due intents, send them, reconcile and sweep, until SIGTERM."""
     from tidings.dispatch.minting import minters_from_env
-    from tidings.dispatch.runner import Worker, WorkerConfig
+    from tidings.dispatch.runner import Worker
+    from tidings.dispatch.steps import WorkerConfig
     from tidings.providers.routing import adapters_from_settings
 
     stop = _stop_on_signals()  # first: a SIGTERM during start-up is a clean stop too
@@ -132,10 +133,13 @@ def worker(
     _bound_the_stop(stop, config.lease_seconds + STOP_OVERRUN_SECONDS)
     with _tidings(url=url) as t:
         w = Worker(
-            t, adapters_from_settings(settings), config=config, minters=minters_from_env(os.environ)
+            t.runtime,
+            adapters_from_settings(settings),
+            config=config,
+            minters=minters_from_env(os.environ),
         )
         if metrics_port is not None:
-            from tidings.observability.metrics import serve_process_metrics
+            from tidings.observability.process_metrics import serve_process_metrics
 
             serve_process_metrics(metrics_port)
         console.print(f"worker {w.owner} running; channels: {', '.join(w.adapters)}")
@@ -213,7 +217,7 @@ def serve(
         if metrics_port is not None:
             from tidings.observability.metrics import serve_ledger_metrics
 
-            serve_ledger_metrics(t, metrics_port, metrics_host)
+            serve_ledger_metrics(t.runtime, metrics_port, metrics_host)
         run_api(host, port, t, adapters)
 
 

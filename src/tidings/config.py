@@ -82,7 +82,3 @@ class Settings(BaseSettings):
             max_output_bytes=self.template_max_output_bytes,
             max_seconds=self.template_max_seconds,
         )
-
-
-def load_settings(**overrides: object) -> Settings:
-    return Settings(**overrides)  # type: ignore[arg-type]

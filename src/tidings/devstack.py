@@ -26,7 +26,8 @@ import uvicorn
 
 from tidings.client import Tidings
 from tidings.config import Settings
-from tidings.dispatch.runner import Worker, WorkerConfig
+from tidings.dispatch.runner import Worker
+from tidings.dispatch.steps import WorkerConfig
 from tidings.observability.metrics import serve_ledger_metrics
 from tidings.providers.simulator_adapter import SimulatorAdapter
 from tidings.store.api_keys import create_key
@@ -83,9 +84,11 @@ class DevStack:
         self._start_simulator()
         self.adapter = SimulatorAdapter(self.simulator_url, self.secret)
         self._start_api()
-        self._metrics = serve_ledger_metrics(self.tidings, self.metrics_port)
+        self._metrics = serve_ledger_metrics(self.tidings.runtime, self.metrics_port)
         self.worker = Worker(
-            self.tidings, {"sms": self.adapter, "email": self.adapter}, config=self.worker_config
+            self.tidings.runtime,
+            {"sms": self.adapter, "email": self.adapter},
+            config=self.worker_config,
         )
         if with_worker:
             self.start_worker()

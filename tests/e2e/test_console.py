@@ -103,7 +103,7 @@ def _fill(t: Tidings, clock: ManualClock) -> tuple[uuid.UUID, Any]:
         for _ in range(2 if minute % 4 else 3):
             n += 1
             offer(t, n, expires_at=clock.now() + far)
-        if minute == 20:  # seed 000's race: claimed, canceled, then accepted
+        if minute == 20:  # R000.6's race: claimed, canceled, then accepted
             w.dispatch_once("sms")
             n += 1
             raced = offer(t, n, expires_at=clock.now() + far)
@@ -129,7 +129,7 @@ def _fill(t: Tidings, clock: ManualClock) -> tuple[uuid.UUID, Any]:
         w.reconcile_once()
         clock.advance(60)
     assert canceled_id is not None
-    sync_alerts(t, clock.now())
+    sync_alerts(t.db, clock.now())
     return canceled_id, canceled_at
 
 
@@ -144,7 +144,7 @@ def console(pg_server_url: str, template_db: str) -> Iterator[Console]:
     with t.db.transaction() as conn:
         _, key = api_keys.create_key(conn, t.tenant, ["read"], "console test")
     app = FastAPI()
-    app.include_router(console_router(t), prefix="/console")
+    app.include_router(console_router(t.runtime), prefix="/console")
     port = _free_port()
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
@@ -343,7 +343,7 @@ def test_an_empty_tenant_renders_every_page(tidings: Tidings) -> None:
     with tidings.db.transaction() as conn:
         _, key = api_keys.create_key(conn, tidings.tenant, ["read"], "empty")
     app = FastAPI()
-    app.include_router(console_router(tidings), prefix="/ops")  # any prefix works
+    app.include_router(console_router(tidings.runtime), prefix="/ops")  # any prefix works
     with TestClient(app) as client:
         login = client.get("/ops/")
         assert login.status_code == 401 and 'action="/ops/login"' in login.text

@@ -35,7 +35,8 @@ from moto.sns.models import sns_backends
 from tests.integration.dispatch_helpers import offer, publish_offer_template
 from tests.providers.support import free_port
 from tidings import IntentState, ManualClock, Tidings
-from tidings.dispatch.runner import Worker, WorkerConfig
+from tidings.dispatch.runner import Worker
+from tidings.dispatch.steps import WorkerConfig
 from tidings.domain.keys import attempt_key
 from tidings.domain.states import AttemptState
 from tidings.providers.aws_base import boto_client
@@ -54,7 +55,7 @@ PDF = b"%PDF-1.7 report 8421 revision 7 \x00\x01\x02"
 
 
 def run_worker(t: Tidings, channel: str, adapter: ProviderAdapter) -> Worker:
-    return Worker(t, {channel: adapter}, config=WorkerConfig(seed=7))
+    return Worker(t.runtime, {channel: adapter}, config=WorkerConfig(seed=7))
 
 
 def mail_intent(t: Tidings, n: int, to: str, **overrides: Any) -> Any:

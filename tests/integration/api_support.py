@@ -18,6 +18,8 @@ from tidings.store.api_keys import create_key
 from .dispatch_helpers import OFFER_BODY
 
 ALL_SCOPES = ("send", "read", "admin", "webhook")
+# The tenant of the shared `api` fixture (conftest.py).
+TENANT = "acme"
 PHONE = "+14155550123"
 EMAIL = "Member.Person@example.org"
 

@@ -5,8 +5,9 @@ from datetime import timedelta
 from typing import Any
 
 from tidings import ManualClock, Tidings
-from tidings.dispatch.runner import Worker, WorkerConfig
-from tidings.providers.base import SendResult
+from tidings.dispatch.runner import Worker
+from tidings.dispatch.steps import WorkerConfig
+from tidings.providers.outcomes import SendResult
 from tidings.providers.simulator.core import SimulatorCore
 from tidings.providers.simulator_adapter import InProcessSimulatorAdapter
 
@@ -22,13 +23,14 @@ def simulator(clock: ManualClock, **config: Any) -> SimulatorCore:
 
 def worker(t: Tidings, core: SimulatorCore, **config: Any) -> Worker:
     adapter = InProcessSimulatorAdapter(core)
-    return Worker(t, {"sms": adapter, "email": adapter}, config=WorkerConfig(seed=7, **config))
+    worker_config = WorkerConfig(seed=7, **config)
+    return Worker(t.runtime, {"sms": adapter, "email": adapter}, config=worker_config)
 
 
 class CancelsOnTheWay(InProcessSimulatorAdapter):
     """The real in-process simulator, with `cancel` committing while the
     request is on its way: after the worker's last read, before the
-    provider has it (seed 000's awkward ordering)."""
+    provider has it (the awkward ordering of R000.6, docs/requirements.md)."""
 
     def __init__(self, core: SimulatorCore, cancel: Callable[[], object]) -> None:
         super().__init__(core)
@@ -41,7 +43,7 @@ class CancelsOnTheWay(InProcessSimulatorAdapter):
 
 def racing_worker(t: Tidings, core: SimulatorCore, cancel: Callable[[], object]) -> Worker:
     """A worker whose SMS calls each let `cancel` commit on the way."""
-    return Worker(t, {"sms": CancelsOnTheWay(core, cancel)}, config=WorkerConfig(seed=7))
+    return Worker(t.runtime, {"sms": CancelsOnTheWay(core, cancel)}, config=WorkerConfig(seed=7))
 
 
 def publish_offer_template(t: Tidings) -> None:

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from tidings import ManualClock, Tidings
+from tidings.observability.alert_config import AlertConfig, Objective
 from tidings.observability.alert_webhook import AlertWebhook
-from tidings.observability.alerts import AlertConfig, AlertRound, AlertSweeper, Objective
+from tidings.observability.alerts import AlertRound, AlertSweeper
 from tidings.signing import SIGNATURE_HEADER, verify_signature
 
 from .dispatch_helpers import offer, publish_offer_template, simulator, worker
@@ -57,7 +58,7 @@ def receiver() -> Iterator[Receiver]:
 def sweeper(t: Tidings, url: str, **config: Any) -> AlertSweeper:
     settings = AlertConfig(webhook_url=url, webhook_secret=SECRET, **config)
     hook = AlertWebhook(url, SECRET, timeout=2.0, attempts=3, backoff=0.01)
-    return AlertSweeper(t, settings, hook)
+    return AlertSweeper(t.runtime, settings, hook)
 
 
 def held_offer(t: Tidings, clock: ManualClock) -> Any:

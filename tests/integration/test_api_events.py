@@ -13,17 +13,7 @@ from fastapi.testclient import TestClient
 from tidings import Tidings
 from tidings.client import cancel_intent
 
-from .api_support import auth, client, intent_body, is_problem, new_key, publish_offer
-
-TENANT = "acme"
-
-
-@pytest.fixture
-def api(tidings: Tidings) -> TestClient:
-    publish_offer(tidings, TENANT)
-    http = client(tidings)
-    http.headers.update(auth(new_key(tidings, TENANT)))
-    return http
+from .api_support import TENANT, auth, intent_body, is_problem, new_key, publish_offer
 
 
 def create(api: TestClient, tidings: Tidings, n: int) -> str:

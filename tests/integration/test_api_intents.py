@@ -12,18 +12,13 @@ from tidings import ManualClock, Tidings
 from tidings.devstack import free_port
 from tidings.policies import builtin_document
 
-from .api_support import auth, client, count, intent_body, is_problem, new_key, publish_offer
+from .api_support import (
+    client,
+    count,
+    intent_body,
+    is_problem,
+)
 from .dispatch_helpers import simulator, worker
-
-TENANT = "acme"
-
-
-@pytest.fixture
-def api(tidings: Tidings) -> TestClient:
-    publish_offer(tidings, TENANT)
-    http = client(tidings)
-    http.headers.update(auth(new_key(tidings, TENANT)))
-    return http
 
 
 def test_create_answers_201_then_200_for_a_replay_and_409_for_another_body(

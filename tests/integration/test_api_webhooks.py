@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from tidings import ManualClock, Tidings
-from tidings.providers.base import Observation, WebhookRequest
+from tidings.providers.messages import WebhookRequest
+from tidings.providers.outcomes import Observation
 from tidings.providers.simulator.core import SimulatorCore
 from tidings.providers.simulator.receipts import SIGNATURE_HEADER, render, sign
 from tidings.providers.simulator_adapter import InProcessSimulatorAdapter, SimulatorAdapter

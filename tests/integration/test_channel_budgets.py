@@ -9,7 +9,8 @@ import time
 import psycopg
 
 from tidings import Tidings
-from tidings.dispatch.runner import Worker, WorkerConfig
+from tidings.dispatch.runner import Worker
+from tidings.dispatch.steps import WorkerConfig
 from tidings.providers.simulator.core import SimulatorCore
 from tidings.providers.simulator_adapter import InProcessSimulatorAdapter
 
@@ -51,7 +52,7 @@ def test_a_slow_sms_provider_does_not_hold_up_email(db_url: str) -> None:
     sms = InProcessSimulatorAdapter(slow, honor_latency=True)
     email = InProcessSimulatorAdapter(SimulatorCore(), honor_latency=True)
     config = WorkerConfig(concurrency={"sms": 2, "email": 4}, idle_wait=0.1, maintenance_interval=5)
-    w = Worker(t, {"sms": sms, "email": email}, config=config)
+    w = Worker(t.runtime, {"sms": sms, "email": email}, config=config)
     stop = threading.Event()
     runner = threading.Thread(target=w.run, args=(stop,))
     runner.start()

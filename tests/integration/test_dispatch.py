@@ -12,7 +12,7 @@ from tidings.dispatch.message import TemplateCache, prepare
 from tidings.dispatch.observe import apply_observation
 from tidings.dispatch.runner import Worker
 from tidings.domain.keys import attempt_key
-from tidings.observability.metrics import PROCESS_REGISTRY
+from tidings.observability.process_metrics import PROCESS_REGISTRY
 from tidings.providers.simulator.core import SimulatorCore
 from tidings.providers.simulator_adapter import InProcessSimulatorAdapter
 
@@ -177,9 +177,9 @@ def test_a_crash_before_the_call_is_proven_and_retried_under_a_new_key(
 def test_a_cancel_during_the_call_wins_and_the_facts_are_kept(
     tidings: Tidings, clock: ManualClock
 ) -> None:
-    """Seed 000's awkward ordering, in full: worker A claims and calls; the
-    member cancels while the request is on its way; the provider accepts
-    it; a delivery observation arrives later."""
+    """The awkward ordering of R000.6 (docs/requirements.md), in full: worker
+    A claims and calls; the member cancels while the request is on its way;
+    the provider accepts it; a delivery observation arrives later."""
     publish_offer_template(tidings)
     core = simulator(clock, receipt_delay_ms=1000)
     intent = offer(tidings)

@@ -15,7 +15,8 @@ import pytest
 
 from tidings import IntentState, ManualClock, Tidings
 from tidings.dispatch.minting import HttpMinter, MintScope
-from tidings.providers.base import OutboundMessage, SendResult
+from tidings.providers.messages import OutboundMessage
+from tidings.providers.outcomes import SendResult
 from tidings.providers.simulator_adapter import InProcessSimulatorAdapter
 from tidings.signing import SIGNATURE_HEADER, verify_signature
 

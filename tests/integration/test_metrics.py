@@ -1,6 +1,6 @@
 """Metrics and alerts from rows, driven by a real worker and a manual clock.
 
-The seed 002 failure shape: a batch is accepted, receipts and the poller
+The failure shape of R002.1 (docs/requirements.md): a batch is accepted, receipts and the poller
 are held back, the clock moves on. The warning must fire before any
 "delivery unknown" page, name the oldest age and the last successful
 poll, page only with both age and volume, and resolve itself once the
@@ -18,13 +18,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tidings import IntentState, ManualClock, Tidings
-from tidings.observability.alerts import (
-    AlertConfig,
-    Objective,
-    evaluate_alerts,
-    sync_alerts,
-)
-from tidings.observability.metrics import record_provider_call, render_metrics
+from tidings.observability.alert_config import AlertConfig, Objective
+from tidings.observability.alerts import evaluate_alerts, sync_alerts
+from tidings.observability.metrics import render_metrics
+from tidings.observability.process_metrics import record_provider_call
 
 from .dispatch_helpers import offer, publish_offer_template, simulator, worker
 
@@ -57,7 +54,7 @@ REPORT_BODY = "Report {{ report_id }} revision {{ report_revision }} is attached
 
 
 def scrape(t: Tidings) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    body, content_type = render_metrics(t)
+    body, content_type = render_metrics(t.runtime)
     assert content_type.startswith("text/plain")
     samples = {}
     for family in text_string_to_metric_families(body.decode()):
@@ -99,7 +96,7 @@ def report_email(t: Tidings, n: int) -> Any:
 
 def test_metric_names_are_pinned(tidings: Tidings) -> None:
     publish_offer_template(tidings)  # makes the tenant exist: every family has its series
-    body, _ = render_metrics(tidings)
+    body, _ = render_metrics(tidings.runtime)
     names = set(re.findall(r"^# HELP (\S+)", body.decode(), re.MULTILINE))
     assert names == PINNED
 
@@ -237,7 +234,7 @@ def test_an_impossible_transition_is_counted_and_pages(tidings: Tidings, db_url:
     assert (
         value(scrape(tidings), "tidings_impossible_transitions_total", tenant=tidings.tenant) == 1
     )
-    [alert] = evaluate_alerts(tidings, tidings.clock.now(), AlertConfig())
+    [alert] = evaluate_alerts(tidings.db, tidings.clock.now(), AlertConfig())
     assert alert.key == "impossible_transitions" and alert.severity == "page"
     assert alert.details["samples"][0]["intent_id"] == str(intent.id)
     assert f"tidings timeline {intent.id}" in alert.details["action"]
@@ -247,11 +244,11 @@ def test_the_ledger_being_unreadable_is_a_metric_not_an_error(tidings: Tidings) 
     tidings.close()  # the pool is gone: every query fails
     with pytest.raises(Exception):  # noqa: B017 - the closed pool's own error type
         tidings.get("00000000-0000-0000-0000-000000000000")
-    body, _ = render_metrics(tidings)
+    body, _ = render_metrics(tidings.runtime)
     assert b"tidings_ledger_up 0.0" in body
 
 
-# --- seed 002: delayed reconciliation ---------------------------------------
+# --- R002.1: delayed reconciliation -------------------------------------------
 
 CONFIG = AlertConfig(
     unreconciled=Objective(warn_seconds=600, page_seconds=1800, page_recipients=10)
@@ -270,10 +267,10 @@ def test_delayed_reconciliation_warns_then_resolves_itself(
     clock.advance(10)
     w.reconcile_once()  # a successful poll: still queued at the provider
     last_poll = clock.now()
-    assert evaluate_alerts(tidings, clock.now(), CONFIG) == []
+    assert evaluate_alerts(tidings.db, clock.now(), CONFIG) == []
 
     clock.advance(minutes=11)  # the poller is held back; nothing new is learned
-    [alert] = evaluate_alerts(tidings, clock.now(), CONFIG)
+    [alert] = evaluate_alerts(tidings.db, clock.now(), CONFIG)
     assert alert.key == "unreconciled:report_delivery:email"
     assert alert.severity == "warning"
     d = alert.details
@@ -288,16 +285,16 @@ def test_delayed_reconciliation_warns_then_resolves_itself(
     assert "PUT /v1/controls/kill-switch" in d["action"]
     assert "11m 10s" in alert.summary and last_poll.isoformat() in alert.summary
 
-    changes = sync_alerts(tidings, clock.now(), CONFIG)
+    changes = sync_alerts(tidings.db, clock.now(), CONFIG)
     assert changes is not None and [r["key"] for r in changes.opened] == [alert.key]
-    assert sync_alerts(tidings, clock.now(), CONFIG).opened == []  # type: ignore[union-attr]
+    assert sync_alerts(tidings.db, clock.now(), CONFIG).opened == []  # type: ignore[union-attr]
 
     clock.advance(minutes=50)  # receipts are due now; the poller runs again
     while w.reconcile_once():
         pass
     assert {tidings.get(i.id).state for i in intents} == {IntentState.DELIVERED}
-    assert evaluate_alerts(tidings, clock.now(), CONFIG) == []
-    changes = sync_alerts(tidings, clock.now(), CONFIG)
+    assert evaluate_alerts(tidings.db, clock.now(), CONFIG) == []
+    changes = sync_alerts(tidings.db, clock.now(), CONFIG)
     assert changes is not None and [r["key"] for r in changes.resolved] == [alert.key]
     [(resolved_at, details)] = rows(db_url, "SELECT resolved_at, details FROM alerts")
     assert resolved_at == clock.now()
@@ -314,7 +311,7 @@ def test_paging_needs_both_age_and_volume(tidings: Tidings, clock: ManualClock) 
     clock.advance(minutes=31)  # past the paging age
 
     def severity(objective: Objective) -> str:
-        [alert] = evaluate_alerts(tidings, clock.now(), AlertConfig(unreconciled=objective))
+        [alert] = evaluate_alerts(tidings.db, clock.now(), AlertConfig(unreconciled=objective))
         return alert.severity
 
     assert severity(Objective(600, 1800, page_recipients=10)) == "warning"  # too few
@@ -323,7 +320,7 @@ def test_paging_needs_both_age_and_volume(tidings: Tidings, clock: ManualClock) 
     per_class = AlertConfig(
         objectives={"report_delivery:email": Objective(60, 120, page_recipients=1)}
     )
-    [alert] = evaluate_alerts(tidings, clock.now(), per_class)
+    [alert] = evaluate_alerts(tidings.db, clock.now(), per_class)
     assert alert.severity == "page"
     assert alert.details["thresholds"] == {
         "warn_seconds": 60,
@@ -339,7 +336,7 @@ def test_an_expanding_due_backlog_warns_and_names_the_kill_switch(
     tidings.set_control("kill_switch", True, channel="sms")
     held = offer(tidings, 1, expires_at=clock.now() + timedelta(hours=2))
     clock.advance(minutes=6)
-    [alert] = evaluate_alerts(tidings, clock.now(), AlertConfig())
+    [alert] = evaluate_alerts(tidings.db, clock.now(), AlertConfig())
     assert alert.key == "due_backlog:sms" and alert.severity == "warning"
     assert alert.details["oldest_due_age_seconds"] == 360
     assert alert.details["kill_switch"] is True
@@ -381,7 +378,7 @@ def test_a_due_backlog_alert_rolls_up_every_held_intent(
         variables={"class_name": "Spin 7am", "deadline": "18:00", "report_id": "8421"},
     )
     clock.advance(minutes=6)
-    [alert] = evaluate_alerts(tidings, clock.now(), AlertConfig())
+    [alert] = evaluate_alerts(tidings.db, clock.now(), AlertConfig())
     assert alert.key == "due_backlog:sms"
     assert alert.details["affected_intents"] == 3
     assert alert.details["affected_recipients"] == 2  # member-1801 twice

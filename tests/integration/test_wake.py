@@ -14,8 +14,9 @@ from typing import Any
 import psycopg
 
 from tidings import ManualClock, Tidings
-from tidings.dispatch.runner import Worker, WorkerConfig
-from tidings.providers.base import SendResult
+from tidings.dispatch.runner import Worker
+from tidings.dispatch.steps import WorkerConfig
+from tidings.providers.outcomes import SendResult
 from tidings.providers.simulator_adapter import InProcessSimulatorAdapter
 
 from .dispatch_helpers import offer, publish_offer_template, simulator
@@ -65,7 +66,7 @@ def test_a_notify_wakes_a_channel_while_a_call_is_in_flight(
     config = WorkerConfig(
         seed=7, idle_wait=30.0, maintenance_interval=30.0, concurrency={"sms": 2, "email": 1}
     )
-    w = Worker(tidings, {"sms": adapter, "email": adapter}, config=config)
+    w = Worker(tidings.runtime, {"sms": adapter, "email": adapter}, config=config)
     offer(tidings, 1)
     stop = threading.Event()
     runner = threading.Thread(target=w.run, args=(stop,))

@@ -12,8 +12,9 @@ from typing import Any
 
 from tidings import IntentState, ManualClock, Tidings
 from tidings.dispatch.record import record_released
-from tidings.dispatch.runner import Worker, WorkerConfig
-from tidings.providers.base import SendResult
+from tidings.dispatch.runner import Worker
+from tidings.dispatch.steps import WorkerConfig
+from tidings.providers.outcomes import SendResult
 from tidings.providers.simulator_adapter import InProcessSimulatorAdapter
 
 from .dispatch_helpers import offer, publish_offer_template, sends, simulator, worker
@@ -42,7 +43,7 @@ def gated_worker(
     publish_offer_template(tidings)
     adapter = GatedAdapter(simulator(clock))
     settings = WorkerConfig(seed=7, concurrency={"sms": 1, "email": 1}, **config)
-    return Worker(tidings, {"sms": adapter, "email": adapter}, config=settings), adapter
+    return Worker(tidings.runtime, {"sms": adapter, "email": adapter}, config=settings), adapter
 
 
 def running(w: Worker) -> tuple[threading.Event, threading.Thread, list[int]]:

@@ -16,19 +16,17 @@ from typing import Literal, Protocol
 
 import pytest
 
-from tidings.providers.base import (
+from tidings.providers.base import ProviderAdapter
+from tidings.providers.errors import InvalidSignature, ProviderConfigError
+from tidings.providers.messages import OutboundMessage, WebhookRequest
+from tidings.providers.outcomes import (
     Accepted,
     Indeterminate,
-    InvalidSignature,
     Observation,
     ObservedStatus,
-    OutboundMessage,
-    ProviderAdapter,
-    ProviderConfigError,
     RejectCode,
     Rejected,
     Retryable,
-    WebhookRequest,
 )
 
 Outcome = Literal["accept", "undeliverable", "rate_limit", "reject", "timeout"]

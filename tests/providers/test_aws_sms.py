@@ -23,18 +23,15 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from tests.providers.conformance import AdapterConformance, Outcome, Signature
 from tests.providers.peer_support import CERT_URL, TOPIC_ARN, BotoStage, SnsSigner, new_id
 from tidings.providers.aws_sms import AwsSmsAdapter
-from tidings.providers.base import (
+from tidings.providers.errors import InvalidSignature, ProviderError, ProviderUnavailable
+from tidings.providers.messages import OutboundMessage, WebhookRequest
+from tidings.providers.outcomes import (
     Accepted,
     Indeterminate,
-    InvalidSignature,
     ObservedStatus,
-    OutboundMessage,
-    ProviderError,
-    ProviderUnavailable,
     RejectCode,
     Rejected,
     Retryable,
-    WebhookRequest,
 )
 from tidings.providers.settings import adapter_from_env
 from tidings.providers.sns_signature import SnsVerifier, is_sns_cert_url
@@ -144,11 +141,6 @@ class AwsSmsPeer:
         return WebhookRequest(
             "POST", "https://tidings.test/hooks/aws_sms", {}, json.dumps(doc).encode()
         )
-
-
-@pytest.fixture
-def signer() -> SnsSigner:
-    return SnsSigner()
 
 
 @pytest.fixture

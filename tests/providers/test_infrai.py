@@ -19,17 +19,10 @@ import pytest
 
 from tests.providers.conformance import AdapterConformance, Outcome
 from tests.providers.peer_support import FakeHttpProvider, new_id
-from tidings.providers.base import (
-    Accepted,
-    Indeterminate,
-    ObservedStatus,
-    OutboundMessage,
-    ProviderConfigError,
-    RejectCode,
-    Rejected,
-    WebhookRequest,
-)
+from tidings.providers.errors import ProviderConfigError
 from tidings.providers.infrai import InfraiAdapter
+from tidings.providers.messages import OutboundMessage, WebhookRequest
+from tidings.providers.outcomes import Accepted, Indeterminate, ObservedStatus, RejectCode, Rejected
 from tidings.providers.settings import adapter_from_env
 
 API_KEY = "infrai-key-0123456789"

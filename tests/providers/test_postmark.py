@@ -19,19 +19,10 @@ import pytest
 
 from tests.providers.conformance import AdapterConformance, Outcome, Signature
 from tests.providers.peer_support import FakeHttpProvider, new_id
-from tidings.providers.base import (
-    Accepted,
-    AttachmentRef,
-    InvalidSignature,
-    ObservedStatus,
-    OutboundMessage,
-    ProviderConfigError,
-    RejectCode,
-    Rejected,
-    Retryable,
-    WebhookRequest,
-)
 from tidings.providers.correlation import chunk, unchunk
+from tidings.providers.errors import InvalidSignature, ProviderConfigError
+from tidings.providers.messages import AttachmentRef, OutboundMessage, WebhookRequest
+from tidings.providers.outcomes import Accepted, ObservedStatus, RejectCode, Rejected, Retryable
 from tidings.providers.postmark import PostmarkAdapter
 from tidings.providers.settings import build
 

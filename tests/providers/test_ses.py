@@ -24,19 +24,17 @@ from moto.ses.models import ses_backends
 from tests.providers.conformance import AdapterConformance, Outcome, Signature
 from tests.providers.peer_support import TOPIC_ARN, BotoStage, SnsSigner, new_id
 from tidings.providers.aws_base import boto_client
-from tidings.providers.base import (
+from tidings.providers.correlation import escape_tag, unescape_tag
+from tidings.providers.errors import ProviderConfigError
+from tidings.providers.messages import AttachmentRef, OutboundMessage, WebhookRequest
+from tidings.providers.outcomes import (
     Accepted,
-    AttachmentRef,
     Indeterminate,
     ObservedStatus,
-    OutboundMessage,
-    ProviderConfigError,
     RejectCode,
     Rejected,
     Retryable,
-    WebhookRequest,
 )
-from tidings.providers.correlation import escape_tag, unescape_tag
 from tidings.providers.ses import SesAdapter, tag_value
 from tidings.providers.settings import build
 from tidings.providers.sns_signature import SnsVerifier
@@ -174,11 +172,6 @@ def aws() -> Iterator[None]:
     with mock_aws():
         boto3.client("ses", region_name=REGION).verify_email_identity(EmailAddress=SENDER)
         yield
-
-
-@pytest.fixture
-def signer() -> SnsSigner:
-    return SnsSigner()
 
 
 @pytest.fixture

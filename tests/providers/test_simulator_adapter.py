@@ -14,20 +14,10 @@ import pytest
 
 from tests.providers.conformance import AdapterConformance, Outcome, Signature
 from tests.providers.support import Receiver, free_port, simulator_process
-from tidings.providers.base import (
-    Accepted,
-    AttachmentRef,
-    Indeterminate,
-    InvalidSignature,
-    OutboundMessage,
-    ProviderConfigError,
-    ProviderUnavailable,
-    RejectCode,
-    Retryable,
-    WebhookRequest,
-    create,
-    registered,
-)
+from tidings.providers.errors import InvalidSignature, ProviderConfigError, ProviderUnavailable
+from tidings.providers.messages import AttachmentRef, OutboundMessage, WebhookRequest
+from tidings.providers.outcomes import Accepted, Indeterminate, RejectCode, Retryable
+from tidings.providers.registry import create, registered
 from tidings.providers.simulator import DEFAULT_WEBHOOK_SECRET, SimulatorConfig, SimulatorCore
 from tidings.providers.simulator.receipts import render, sign
 from tidings.providers.simulator_adapter import InProcessSimulatorAdapter, SimulatorAdapter

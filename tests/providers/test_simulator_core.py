@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from tests.providers.support import Receiver, free_port
-from tidings.providers.base import ObservedStatus, WebhookRequest
+from tidings.providers.messages import WebhookRequest
+from tidings.providers.outcomes import ObservedStatus
 from tidings.providers.simulator import SimulatorConfig, SimulatorCore
 from tidings.providers.simulator.receipts import ReceiptDispatcher
 from tidings.providers.simulator_adapter import SimulatorAdapter

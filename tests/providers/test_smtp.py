@@ -22,16 +22,8 @@ from aiosmtpd.smtp import AuthResult, LoginPassword
 from tests.providers.conformance import AdapterConformance, Outcome
 from tests.providers.peer_support import new_id
 from tests.providers.support import free_port
-from tidings.providers.base import (
-    Accepted,
-    AttachmentRef,
-    Indeterminate,
-    OutboundMessage,
-    RejectCode,
-    Rejected,
-    Retryable,
-    WebhookRequest,
-)
+from tidings.providers.messages import AttachmentRef, OutboundMessage, WebhookRequest
+from tidings.providers.outcomes import Accepted, Indeterminate, RejectCode, Rejected, Retryable
 from tidings.providers.settings import build
 from tidings.providers.smtp import SmtpAdapter, SmtpReply, message_id_for
 

@@ -20,16 +20,9 @@ from moto.sns.models import sns_backends
 from tests.providers.conformance import AdapterConformance, Outcome
 from tests.providers.peer_support import BotoStage, new_id
 from tidings.providers.aws_base import boto_client
-from tidings.providers.base import (
-    Accepted,
-    Indeterminate,
-    OutboundMessage,
-    ProviderConfigError,
-    RejectCode,
-    Rejected,
-    Retryable,
-    WebhookRequest,
-)
+from tidings.providers.errors import ProviderConfigError
+from tidings.providers.messages import OutboundMessage, WebhookRequest
+from tidings.providers.outcomes import Accepted, Indeterminate, RejectCode, Rejected, Retryable
 from tidings.providers.settings import build
 from tidings.providers.sns import SnsSmsAdapter
 

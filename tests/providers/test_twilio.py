@@ -29,17 +29,9 @@ import pytest
 from tests.providers.conformance import AdapterConformance, Outcome, Signature
 from tests.providers.peer_support import FakeHttpProvider, new_id
 from tests.providers.support import free_port
-from tidings.providers.base import (
-    Accepted,
-    InvalidSignature,
-    ObservedStatus,
-    OutboundMessage,
-    ProviderConfigError,
-    RejectCode,
-    Rejected,
-    Retryable,
-    WebhookRequest,
-)
+from tidings.providers.errors import InvalidSignature, ProviderConfigError
+from tidings.providers.messages import OutboundMessage, WebhookRequest
+from tidings.providers.outcomes import Accepted, ObservedStatus, RejectCode, Rejected, Retryable
 from tidings.providers.settings import adapter_from_env
 from tidings.providers.twilio import TwilioAdapter, signature, url_variants
 

@@ -22,17 +22,16 @@ import pytest
 
 from tests.providers.conformance import AdapterConformance, Outcome, Signature
 from tests.providers.peer_support import FakeHttpProvider, new_id
-from tidings.providers.base import (
+from tidings.domain.redaction import REDACTED
+from tidings.providers.errors import InvalidSignature, ProviderConfigError
+from tidings.providers.messages import OutboundMessage, WebhookRequest
+from tidings.providers.outcomes import (
     Accepted,
     Indeterminate,
-    InvalidSignature,
     ObservedStatus,
-    OutboundMessage,
-    ProviderConfigError,
     RejectCode,
     Rejected,
     Retryable,
-    WebhookRequest,
 )
 from tidings.providers.settings import build
 from tidings.providers.vonage import VonageAdapter, signature
@@ -274,7 +273,7 @@ def test_receipt_mapping_table(
         WebhookRequest("GET", "https://t/", {}, b"", params)
     )
     assert (observation.status, observation.code) == (status, code and code.value)
-    assert observation.raw["msisdn"] == "[redacted]"
+    assert observation.raw["msisdn"] == REDACTED
 
 
 def test_receipts_arrive_as_get_form_post_or_json() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from tidings import ManualClock, Tidings
 from tidings.dispatch.observe import apply_observation
 from tidings.dispatch.record import record_result
-from tidings.providers.base import (
+from tidings.providers.outcomes import (
     Indeterminate,
     Observation,
     ObservedStatus,

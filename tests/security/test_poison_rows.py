@@ -123,9 +123,9 @@ def test_unreadable_intents_are_quarantined_alone_and_the_batch_is_sent(
         ).fetchall()
     assert sorted(audit) == [("pending", "quarantined", "failed", "UNDECODABLE")] * 4
     # Counted from rows, and raised as an alert for the tenant it belongs to.
-    body, _ = render_metrics(tidings)
+    body, _ = render_metrics(tidings.runtime)
     assert b'tidings_quarantined_intents_total{code="UNDECODABLE",tenant="hostile"} 4.0' in body
-    alerts = evaluate_alerts(tidings, clock.now())
+    alerts = evaluate_alerts(tidings.db, clock.now())
     assert not [a for a in alerts if a.condition == "impossible_transitions"]
     assert [(a.tenant_id, a.key, a.severity) for a in alerts if a.condition == "quarantined"] == [
         (HOSTILE, "quarantined", "warning")
@@ -136,7 +136,7 @@ def test_unreadable_intents_are_quarantined_alone_and_the_batch_is_sent(
     assert states(db_url, [victim_late])[victim_late][0] == "accepted"
     # The alert resolves itself once the window has passed.
     clock.advance(days=2)
-    assert not [a for a in evaluate_alerts(tidings, clock.now()) if a.condition == "quarantined"]
+    assert not [a for a in evaluate_alerts(tidings.db, clock.now()) if a.condition == "quarantined"]
 
 
 def test_the_sweep_expires_other_tenants_past_an_unreadable_deadline(

@@ -30,7 +30,8 @@ from tidings.config import Settings
 from tidings.devstack import free_port
 from tidings.providers import routing, sns_signature
 from tidings.providers.aws_sms import AwsSmsAdapter
-from tidings.providers.base import InvalidSignature, ProviderAdapter
+from tidings.providers.base import ProviderAdapter
+from tidings.providers.errors import InvalidSignature
 from tidings.providers.settings import build
 from tidings.providers.simulator import DEFAULT_WEBHOOK_SECRET
 from tidings.providers.simulator.receipts import render

@@ -35,7 +35,8 @@ from tests.providers.test_twilio import (
 from tidings import ManualClock, Tidings
 from tidings.api.app import ApiSettings
 from tidings.devstack import free_port
-from tidings.dispatch.runner import Worker, WorkerConfig
+from tidings.dispatch.runner import Worker
+from tidings.dispatch.steps import WorkerConfig
 from tidings.domain.keys import attempt_key
 
 SHARED_KEY = "order-42:offer"  # both tenants chose it
@@ -155,7 +156,7 @@ def test_twilio_receipts_naming_only_our_reference_stay_with_their_tenant(
         answer = http.post("/v1/intents", json=body, headers=auth(new_key(tidings, tenant)))
         assert answer.status_code in (200, 201), answer.text
         ids[tenant] = answer.json()["id"]
-    Worker(tidings, {"sms": adapter}, config=WorkerConfig(seed=7)).dispatch_once()
+    Worker(tidings.runtime, {"sms": adapter}, config=WorkerConfig(seed=7)).dispatch_once()
     references = [_reference(request) for request in fake.requests]
     assert sorted(references) == sorted(attempt_key(i, 1) for i in ids.values())
     b_reference = attempt_key(ids["tenant-b"], 1)
@@ -187,7 +188,7 @@ def test_a_key_from_before_shared_by_two_tenants_matches_neither(
     """Rows written before keys came from intent ids keep their old keys; a
     receipt naming one that two tenants share must not pick either."""
     from tidings.dispatch.observe import apply_observation
-    from tidings.providers.base import Observation, ObservedStatus
+    from tidings.providers.outcomes import Observation, ObservedStatus
 
     for tenant in ("tenant-a", "tenant-b"):
         publish_offer(tidings, tenant)
@@ -241,7 +242,7 @@ def test_a_lookup_made_for_one_tenant_settles_nobody_else(
     before (shared with a) the provider may answer with a's message. What
     comes back may settle only b's attempts."""
     from tidings.dispatch.observe import apply_observation
-    from tidings.providers.base import Observation, ObservedStatus
+    from tidings.providers.outcomes import Observation, ObservedStatus
 
     for tenant in ("tenant-a", "tenant-b"):
         publish_offer(tidings, tenant)

@@ -14,11 +14,10 @@ from tidings.domain.limits import (
     LimitKey,
     RateLimitRule,
     check,
-    check_all,
     limit_keys,
     window_start,
 )
-from tidings.domain.policy import parse_policy
+from tidings.domain.policy_document import parse_policy
 from tidings.policies import load_builtin
 
 NOW = datetime(2026, 6, 1, 12, 0, 30, 500_000, tzinfo=UTC)
@@ -59,18 +58,6 @@ def test_cost_larger_than_limit_can_never_fit() -> None:
     big = LimitKey(SPEND_SCOPE, "country_spend:sms:60s:DE", 2, 60, 3)
     result = check(big, NOW, 0)
     assert not result.allowed and result.next_eligible_at is None
-
-
-def test_check_all_waits_for_the_latest_window() -> None:
-    minute = KEY
-    hour = LimitKey("destination", "destination:sms:3600s:dh", 1, 3600, 1)
-    result = check_all([minute, hour], NOW, {minute.key: 10, hour.key: 1})
-    assert result.key == hour
-    assert result.next_eligible_at == datetime(2026, 6, 1, 13, 0, tzinfo=UTC)
-
-
-def test_check_all_with_room_everywhere() -> None:
-    assert check_all([KEY], NOW, {}).allowed
 
 
 def test_keys_cover_every_scope_with_a_value() -> None:

@@ -18,18 +18,13 @@ from tidings.domain.policy import (
     CapUsage,
     ConsentEvidence,
     Decision,
-    DestinationError,
-    PolicyError,
     PolicyRequest,
     cap_windows,
-    destination_country,
     dispatch_action,
     evaluate,
     limit_decision,
-    parse_policy,
-    timezones_for_phone,
-    validate_phone,
 )
+from tidings.domain.policy_document import Policy, PolicyError, parse_policy
 from tidings.domain.schedules import is_open
 from tidings.policies import builtin_names, load_builtin, loads
 
@@ -375,30 +370,6 @@ def test_dispatch_action(decision: Decision, expires_at: datetime | None, action
     assert dispatch_action(decision, expires_at) == action
 
 
-# --- destinations --------------------------------------------------------------
-
-
-def test_validate_phone_normalises_to_e164() -> None:
-    assert validate_phone("030 901820", "DE") == "+4930901820"
-    assert validate_phone("+1 (212) 555-0123", None) == "+12125550123"
-
-
-def test_invalid_phone_error_does_not_echo_the_number() -> None:
-    with pytest.raises(DestinationError) as raised:
-        validate_phone("+49 123", None)
-    assert "123" not in str(raised.value)
-    with pytest.raises(DestinationError):
-        validate_phone("not a number", None)
-
-
-def test_destination_country_and_zones() -> None:
-    assert destination_country("+4915112345678") == "DE"
-    assert destination_country("+80012345678") is None  # non-geographic
-    assert destination_country("+49123") is None
-    assert timezones_for_phone("+12125550123") == ("America/New_York",)
-    assert timezones_for_phone("garbage") == ()
-
-
 # --- properties ----------------------------------------------------------------
 
 instants = st.datetimes(
@@ -442,7 +413,7 @@ requests = st.builds(
 
 @given(st.sampled_from([EU, US]), requests)
 def test_consent_required_without_valid_evidence_is_never_allowed(
-    policy: p.Policy, request: PolicyRequest
+    policy: Policy, request: PolicyRequest
 ) -> None:
     rule = policy.purposes[request.purpose].consent.get(request.channel)
     needs = rule is not None and rule.requires_consent(request.country)
@@ -455,7 +426,7 @@ def test_consent_required_without_valid_evidence_is_never_allowed(
 
 @given(st.sampled_from([EU, US]), requests)
 def test_quiet_window_denial_points_inside_the_next_window(
-    policy: p.Policy, request: PolicyRequest
+    policy: Policy, request: PolicyRequest
 ) -> None:
     decision = evaluate(policy, request)
     if decision.code != p.QUIET_WINDOW:
@@ -468,7 +439,7 @@ def test_quiet_window_denial_points_inside_the_next_window(
 
 
 @given(st.sampled_from([EU, US]), requests)
-def test_codes_and_retryability_agree(policy: p.Policy, request: PolicyRequest) -> None:
+def test_codes_and_retryability_agree(policy: Policy, request: PolicyRequest) -> None:
     decision = evaluate(policy, request)
     assert decision.policy_version == policy.version
     assert decision.allowed == (decision.code == p.ALLOWED)

@@ -1,4 +1,8 @@
-"""Redaction of e-mail addresses and phone numbers, and of sensitive keys."""
+"""The one redactor: e-mail addresses and phone numbers in text, sensitive keys in values.
+
+It covers what logs need and what provider payloads need (destinations under
+the keys providers use, international numbers with irregular separators).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidings.observability.redact import (
+from tidings.domain.redaction import (
     EMAIL_PLACEHOLDER,
     PHONE_PLACEHOLDER,
     REDACTED,
@@ -306,3 +310,39 @@ def test_idempotency_keys_survive(numbers: list[int], kind: str) -> None:
 def test_redact_text_is_idempotent(text: str) -> None:
     once = redact_text(text)
     assert redact_text(once) == once
+
+
+# ------------------------------------------------------------ provider payloads
+
+phones = st.from_regex(r"\+[1-9]\d{7,14}", fullmatch=True)
+
+
+@given(email=st.emails(), phone=phones)
+def test_destinations_inside_free_text_are_redacted(email: str, phone: str) -> None:
+    raw = {"note": f"sent to {email} and {phone}", "nested": [{"msg": f"<{email}>"}]}
+    text = repr(redact_value(raw))
+    assert email not in text and phone not in text
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "to",
+        "To",
+        "phone_number",
+        "phone-number",
+        "DestinationPhoneNumber",
+        "PhoneNumber",
+        "email",
+        "recipient",
+        "address",
+    ],
+)
+def test_provider_destination_keys_are_dropped_whatever_the_value(key: str) -> None:
+    assert redact_value({key: "15551234567", "id": "SM1"}) == {key: REDACTED, "id": "SM1"}
+
+
+@pytest.mark.parametrize("number", ["+49  30 1234 5678", "+1--555--123--4567", "+4930 - 12345678"])
+def test_international_numbers_with_irregular_separators_are_redacted(number: str) -> None:
+    out = redact_text(f"call {number} now")
+    assert not any(ch.isdigit() for ch in out), out

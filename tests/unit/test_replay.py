@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidings.domain.states import IntentState
+from tidings.domain.states import AttemptState, IntentState
 from tidings.replay import (
     EVENT_NAMES,
     EXIT_DIFFERENCES,
@@ -337,3 +337,13 @@ def test_no_sms_beyond_the_budget_or_after_cancel_or_expiry(names: list[str], bu
         if stopped:
             assert entry.applied_as != "claim"
         stopped = stopped or entry.after in (IntentState.CANCELED, IntentState.EXPIRED)
+
+
+def test_a_late_answer_leaves_a_recovered_attempt_to_reconciliation() -> None:
+    # As record._settle: once a recovered lease marked the attempt unknown,
+    # the worker's late rejection settles neither the attempt nor the intent.
+    out = replay_events(
+        steps("claim", "outcome_unknown", "provider_rejected"), action="send", resend_budget=1
+    )
+    assert (out.state, out.attempts) == (IntentState.RECONCILING, (AttemptState.UNKNOWN,))
+    assert out.trace[-1].effect == "ignored"

@@ -87,7 +87,7 @@ def create_app(
     # No /metrics here: it names every tenant. `tidings serve --metrics-port`
     # serves it on a listener of its own (observability.metrics).
     app.include_router(
-        console_router(tidings, public_base_url=config.public_base_url), prefix="/console"
+        console_router(tidings.runtime, public_base_url=config.public_base_url), prefix="/console"
     )
     problems.install(app)
     # Last added runs first: the size limit guards everything, and CatchAll

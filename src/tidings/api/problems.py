@@ -29,7 +29,7 @@ from tidings.domain.errors import (
     StaleTransition,
     TidingsError,
 )
-from tidings.observability.redact import redact_text
+from tidings.domain.redaction import redact_text
 
 log = logging.getLogger("tidings.api")
 RETRY_AFTER_SECONDS = 1

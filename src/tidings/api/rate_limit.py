@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from tidings.api.problems import TooManyRequests
-from tidings.store.database import Database, fetch_one
+from tidings.store import api_rate
+from tidings.store.database import Database
 
 # How long a process may sit on tokens it took and has not spent.
 HOLD = timedelta(seconds=1)
@@ -83,17 +84,10 @@ class TenantRateLimit:
         return False
 
     def _take(self, db: Database, tenant: str, now: datetime) -> tuple[int, float]:
-        params = {
-            "tenant_id": tenant,
-            "want": self.batch,
-            "rate": float(self.rate),
-            "burst": self.burst,
-            "now": now,
-        }
         with db.statements() as conn:  # one statement: no BEGIN and COMMIT
-            row = fetch_one(conn, "take_api_tokens", params)
-        assert row is not None
-        return int(row["granted"]), float(row["tokens"])
+            return api_rate.take_tokens(
+                conn, tenant, want=self.batch, rate=float(self.rate), burst=self.burst, now=now
+            )
 
 
 def _refused(retry_after: int) -> TooManyRequests:

@@ -1,4 +1,4 @@
-"""The operator console: `console_router(tidings)`, mounted at /console."""
+"""The operator console: `console_router(runtime)`, mounted at /console."""
 
 from tidings.console.router import console_router
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from tidings.client import Tidings
+from tidings.runtime import Runtime
 from tidings.store import api_keys, console_sessions
 from tidings.store.api_keys import Principal, Refusal
 
@@ -36,7 +36,6 @@ REFUSALS = {
 @dataclass(frozen=True)
 class Viewer:
     principal: Principal
-    tidings: Tidings  # the engine scoped to the key's tenant
 
     @property
     def tenant(self) -> str:
@@ -64,21 +63,21 @@ def header_key(request: Request) -> str | None:
     return None
 
 
-def check_key(root: Tidings, key: str | None) -> Principal:
+def check_key(runtime: Runtime, key: str | None) -> Principal:
     if not key:
         raise Denied(401, "Sign in with an API key that has the read scope.")
-    with root.db.statements() as conn:  # one read
-        found = api_keys.check(conn, key, root.clock.now())
+    with runtime.db.statements() as conn:  # one read
+        found = api_keys.check(conn, key, runtime.clock.now())
     if isinstance(found, Refusal):
         raise Denied(401, REFUSALS[found])
     return _reader(found)
 
 
-def check_session(root: Tidings, session_id: str | None) -> Principal:
+def check_session(runtime: Runtime, session_id: str | None) -> Principal:
     if not session_id:
         raise Denied(401, "Sign in with an API key that has the read scope.")
-    with root.db.statements() as conn:  # one read
-        found = console_sessions.principal(conn, session_id, root.clock.now())
+    with runtime.db.statements() as conn:  # one read
+        found = console_sessions.principal(conn, session_id, runtime.clock.now())
     if found is None:
         raise Denied(401, "Your session has ended; sign in again.")
     return _reader(found)
@@ -90,16 +89,16 @@ def _reader(principal: Principal) -> Principal:
     return principal
 
 
-def viewer(request: Request, root: Tidings) -> Viewer:
+def viewer(request: Request, runtime: Runtime) -> Viewer:
     key = header_key(request)
     if key is not None:
-        principal = check_key(root, key)
+        principal = check_key(runtime, key)
     else:
-        principal = check_session(root, request.cookies.get(COOKIE))
+        principal = check_session(runtime, request.cookies.get(COOKIE))
     wanted = request.query_params.get("tenant")
     if wanted and wanted != principal.tenant_id:
         raise Denied(403, f"This key belongs to tenant {principal.tenant_id!r}, not {wanted!r}.")
-    return Viewer(principal, root.for_tenant(principal.tenant_id))
+    return Viewer(principal)
 
 
 def _basic(value: str) -> tuple[str, str, str]:

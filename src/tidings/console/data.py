@@ -16,9 +16,9 @@ from uuid import UUID
 import psycopg
 
 from tidings.domain.intent import Intent, TimelineEntry
+from tidings.domain.redaction import redact_value
 from tidings.domain.states import TERMINAL_INTENT, IntentState
-from tidings.observability.redact import redact_value
-from tidings.store import ledger
+from tidings.store import controls, ledger
 from tidings.store.database import Row, fetch_all, fetch_one
 
 Conn = psycopg.Connection[Any]
@@ -120,7 +120,7 @@ def overview(conn: Conn, tenant: str, now: datetime) -> Overview:
             r["channel"]: r["at"] for r in fetch_all(conn, "console_last_reconciliation", params)
         },
         alerts=fetch_all(conn, "console_alerts", {**params, "since": now - timedelta(days=1)}),
-        controls=fetch_all(conn, "controls_of", params),
+        controls=controls.controls_of(conn, tenant),
         oldest=fetch_all(conn, "console_oldest", {**params, "limit": 10}),
         series=state_series(conn, tenant, now, counts),
     )

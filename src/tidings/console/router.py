@@ -1,6 +1,6 @@
 """The operator console: server-rendered pages over one tenant's rows.
 
-    app.include_router(console_router(tidings), prefix="/console")
+    app.include_router(console_router(tidings.runtime), prefix="/console")
 
 Read-only by design: the console shows state and says which action is
 available (the kill switch is an API call with an admin key), so a
@@ -23,11 +23,11 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from tidings.client import Tidings
 from tidings.console import csrf, data
 from tidings.console.auth import COOKIE, Denied, Viewer, check_key, viewer
 from tidings.console.chart import progress_bar, states_chart
-from tidings.observability.alerts import duration_text
+from tidings.observability.alert_rules import duration_text
+from tidings.runtime import Runtime
 from tidings.store import console_sessions
 
 # Everything the page loads comes from this router: no CDN, no inline script
@@ -79,7 +79,7 @@ def _static_files() -> dict[str, tuple[bytes, str]]:
 
 
 def console_router(
-    tidings: Tidings, *, public_base_url: str | None = None, session_ttl: timedelta = SESSION_TTL
+    runtime: Runtime, *, public_base_url: str | None = None, session_ttl: timedelta = SESSION_TTL
 ) -> APIRouter:
     """Pages for operators, to mount under `/console` next to the API.
 
@@ -108,7 +108,7 @@ def console_router(
         base = _base(request)
         token = csrf.token_of(request) or csrf.new_token()
         html = env.get_template(template).render(
-            base=base, now=tidings.clock.now(), csrf=token, **context
+            base=base, now=runtime.clock.now(), csrf=token, **context
         )
         response = HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
         if csrf.token_of(request) is None:
@@ -123,7 +123,7 @@ def console_router(
             target = request.url.path + (f"?{query}" if query else "")
             return RedirectResponse(target, status_code=303, headers=SECURITY_HEADERS)
         try:
-            who = viewer(request, tidings)
+            who = viewer(request, runtime)
         except Denied as denied:
             if denied.status == 401:
                 return page(request, "login.html", 401, message=denied.message)
@@ -135,15 +135,15 @@ def console_router(
         return not csrf.form_is_genuine(request, submitted, public_base_url)
 
     def sign_in(key: str) -> str:
-        principal = check_key(tidings, key)
-        with tidings.db.transaction() as conn:
-            return console_sessions.start(conn, principal, tidings.clock.now(), session_ttl)
+        principal = check_key(runtime, key)
+        with runtime.db.transaction() as conn:
+            return console_sessions.start(conn, principal, runtime.clock.now(), session_ttl)
 
     @router.get("/", name="console_overview")
     def overview(request: Request) -> Response:
         def render(who: Viewer) -> Response:
-            now = tidings.clock.now()
-            with tidings.db.transaction() as conn:
+            now = runtime.clock.now()
+            with runtime.db.transaction() as conn:
                 view = data.overview(conn, who.tenant, now)
             return page(request, "overview.html", view=view, tenant=who.tenant, active="overview")
 
@@ -152,7 +152,7 @@ def console_router(
     @router.get("/jobs", name="console_jobs")
     def jobs(request: Request) -> Response:
         def render(who: Viewer) -> Response:
-            with tidings.db.transaction() as conn:
+            with runtime.db.transaction() as conn:
                 view = data.jobs(conn, who.tenant)
             return page(request, "jobs.html", view=view, tenant=who.tenant, active="jobs")
 
@@ -173,7 +173,7 @@ def console_router(
             view = None
             parsed = _uuid(intent_id)
             if parsed is not None:
-                with tidings.db.transaction() as conn:
+                with runtime.db.transaction() as conn:
                     view = data.intent_page(conn, who.tenant, parsed)
             if view is None:
                 message = f"No intent {intent_id!r} in tenant {who.tenant!r}."
@@ -209,7 +209,7 @@ def console_router(
         return response
 
     def end_session(session_id: str) -> None:
-        with tidings.db.transaction() as conn:
+        with runtime.db.transaction() as conn:
             console_sessions.end(conn, session_id)
 
     @router.get("/static/{name}", name="console_static")

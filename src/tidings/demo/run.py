@@ -18,7 +18,7 @@ from tidings.config import Settings
 from tidings.demo import content, scenarios
 from tidings.demo.scenarios import Scenario
 from tidings.devstack import DevStack
-from tidings.dispatch.runner import WorkerConfig
+from tidings.dispatch.steps import WorkerConfig
 from tidings.domain.states import TERMINAL_INTENT
 from tidings.observability.logging import configure_logging
 from tidings.private_files import make_private_dir, open_private_append

@@ -33,7 +33,7 @@ class Scenario:
 
 
 def waitlist(stack: DevStack, key: str) -> Scenario:
-    """Seed 000: a freed spot offered by SMS, a cancellation race, a deadline."""
+    """R000 (docs/requirements.md): a freed spot offered by SMS, a cancellation race, a deadline."""
     t = stack.tidings
     s = Scenario("waitlist offer", "waitlist:771:")
     now = t.clock.now()
@@ -114,15 +114,15 @@ def _race(stack: DevStack, intent: Intent) -> None:
         stack.tidings.cancel(intent.id, reason="member_left", actor="member-app")
 
     with _CancelOnTheWay(stack, member_cancels) as adapter:  # its own HTTP client
-        worker_a = Worker(stack.tidings, {"sms": adapter}, owner="worker-a")
+        worker_a = Worker(stack.tidings.runtime, {"sms": adapter}, owner="worker-a")
         claimed = [c for c in worker_a.claim("sms", 10) if c.intent.id == intent.id]
         for item in claimed:
             worker_a.send_and_record(item)
 
 
 def report(stack: DevStack, key: str, home: Path) -> Scenario:
-    """Seed 002: a generated report mailed to a list, an SMS notice for
-    high-priority readers, and one address that bounces."""
+    """R002 (docs/requirements.md): a generated report mailed to a list, an
+    SMS notice for high-priority readers, and one address that bounces."""
     t = stack.tidings
     s = Scenario("report to a list", "report:8421:")
     # Each run generates the report anew: a new revision, so a new notification.
@@ -167,8 +167,8 @@ def report(stack: DevStack, key: str, home: Path) -> Scenario:
 
 
 def reset(stack: DevStack, key: str) -> tuple[Scenario, list[str]]:
-    """Seed 003: a forced password reset for a frozen set of accounts, with
-    tokens minted at dispatch and never stored."""
+    """R003 (docs/requirements.md): a forced password reset for a frozen set
+    of accounts, with tokens minted at dispatch and never stored."""
     t = stack.tidings
     s = Scenario("password reset", "job:reset:")
     minted: list[str] = []

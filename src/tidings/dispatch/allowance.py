@@ -17,7 +17,7 @@ import psycopg
 
 from tidings.domain.intent import Intent
 from tidings.domain.limits import SPEND_SCOPE, LimitCheck, LimitKey, check, limit_keys
-from tidings.domain.policy import Policy
+from tidings.domain.policy_document import Policy
 from tidings.store.database import fetch_one
 
 Conn = psycopg.Connection[Any]

@@ -16,15 +16,17 @@ from uuid import UUID
 import psycopg
 
 from tidings.dispatch.allowance import consume, rate_keys
-from tidings.dispatch.gate import GateResult, RecipientFacts, Verdict, bare_facts, decide
+from tidings.dispatch.gate import GateResult, RecipientFacts, bare_facts, decide
+from tidings.domain.claiming import ClaimVerdict, claim_event, claim_verdict
 from tidings.domain.errors import StaleTransition
 from tidings.domain.intent import Intent
 from tidings.domain.keys import attempt_key
-from tidings.domain.policy import Decision, Policy, dispatch_action, limit_decision
-from tidings.domain.transitions import Event
-from tidings.observability.metrics import record_rate_limit_wait
-from tidings.store import ledger
-from tidings.store.database import execute, fetch_all, records
+from tidings.domain.policy import limit_decision
+from tidings.domain.policy_document import Policy
+from tidings.observability.process_metrics import record_rate_limit_wait
+from tidings.store import attempts, ledger
+from tidings.store.attempts import AttemptRef
+from tidings.store.database import fetch_all
 
 Conn = psycopg.Connection[Any]
 
@@ -123,18 +125,15 @@ class _Moves:
         starts = [(i, m) for i, m in zip(items, moved, strict=True) if isinstance(i, _Start)]
         if not starts:
             return
-        rows = [
-            {
-                "tenant_id": s.step.intent.tenant_id,
-                "intent_id": s.step.intent.id,
-                "n": s.n,
-                "attempt_key": s.attempt_key,
-                "channel": s.step.intent.channel,
-            }
+        openings = [
+            attempts.Opening(
+                AttemptRef(s.step.intent.tenant_id, s.step.intent.id, s.n),
+                s.attempt_key,
+                s.step.intent.channel,
+            )
             for s, _ in starts
         ]
-        params = {**records(rows), "provider": self.request.provider, "now": self.now}
-        execute(self.conn, "open_attempts", params)
+        attempts.open_many(self.conn, openings, self.request.provider, self.now)
         for start, intent in starts:
             assert intent is not None
             self.claimed.append(
@@ -151,7 +150,7 @@ def _apply(
         detail["detail"] = decision.detail
     actor = f"worker:{request.owner}"
     code, version = decision.code, decision.policy_version
-    if result.verdict is Verdict.SEND:
+    if result.verdict is ClaimVerdict.SEND:
         room = consume(
             conn, intent.tenant_id, rate_keys(intent, result.policy, request.provider), now
         )
@@ -160,29 +159,22 @@ def _apply(
         decision = limit_decision(result.policy, room, now)
         if room.key is not None and decision.retry_after_seconds is not None:
             record_rate_limit_wait(room.key.scope, decision.retry_after_seconds)
-        result = GateResult(_verdict_for(decision, intent), decision, result.policy)
+        verdict = claim_verdict(decision, now=now, expires_at=intent.expires_at)
+        result = GateResult(verdict, decision, result.policy)
         detail = {"code": decision.code, "verdict": result.verdict.value, "detail": decision.detail}
         code, version = decision.code, decision.policy_version
-    if result.verdict is Verdict.DEFER:
+    event = claim_event(result.verdict)
+    if result.verdict is ClaimVerdict.DEFER:
         move = ledger.Move(
             next_due_at=decision.not_before, decision_code=code, policy_version=version
         )
-        return ledger.Step(intent, Event.DEFER, actor, move, detail)
-    if result.verdict is Verdict.EXPIRE:
+    elif result.verdict is ClaimVerdict.SHADOW:
+        # record what would have happened, never call a provider
+        detail["would"] = "send" if decision.allowed else decision.code
+        move = ledger.Move(decision_code=SHADOW_CODE, policy_version=decision.policy_version)
+    else:
         move = ledger.Move(decision_code=code, policy_version=version)
-        return ledger.Step(intent, Event.DEADLINE_PASSED, actor, move, detail)
-    if result.verdict is Verdict.SUPPRESS:
-        move = ledger.Move(decision_code=code, policy_version=version)
-        return ledger.Step(intent, Event.POLICY_DENIED, actor, move, detail)
-    # shadow: record what would have happened, never call a provider
-    detail["would"] = "send" if decision.allowed else decision.code
-    move = ledger.Move(decision_code=SHADOW_CODE, policy_version=decision.policy_version)
-    return ledger.Step(intent, Event.POLICY_DENIED, actor, move, detail)
-
-
-def _verdict_for(decision: Decision, intent: Intent) -> Verdict:
-    action = dispatch_action(decision, intent.expires_at)
-    return {"reschedule": Verdict.DEFER, "expire": Verdict.EXPIRE}.get(action, Verdict.SUPPRESS)
+    return ledger.Step(intent, event, actor, move, detail)
 
 
 def _start_attempt(
@@ -201,7 +193,9 @@ def _start_attempt(
         decision_code=result.decision.code,
         policy_version=result.decision.policy_version,
     )
-    step = ledger.Step(intent, Event.CLAIM, actor, move, {**detail, "attempt": n})
+    step = ledger.Step(
+        intent, claim_event(ClaimVerdict.SEND), actor, move, {**detail, "attempt": n}
+    )
     return _Start(step, n, attempt_key(intent.id, n), result.policy)
 
 

@@ -25,8 +25,8 @@ from typing import Any
 from tidings.domain.clock import Clock
 from tidings.outbound import OutboundClient, OutboundError
 from tidings.signing import SIGNATURE_HEADER, sign
-from tidings.store import events
-from tidings.store.database import Database, execute, fetch_all
+from tidings.store import event_webhooks, events
+from tidings.store.database import Database
 from tidings.vault import Vault
 
 log = logging.getLogger("tidings.events")
@@ -65,11 +65,7 @@ class EventPusher:
             return []
         now = self._clock.now()
         with self._db.transaction() as conn:
-            due = fetch_all(
-                conn,
-                "due_event_webhooks",
-                {"now": now, "lease_until": now + self._lease, "limit": room},
-            )
+            due = event_webhooks.lease_due(conn, now, now + self._lease, room)
         started = []
         for sub in due:
             future = self._pool.submit(self._push_one, sub)
@@ -113,36 +109,18 @@ class EventPusher:
             )
         if not page.items:
             with self._db.transaction() as conn:
-                execute(conn, "event_webhook_idle", {"tenant_id": tenant, "next": now + IDLE_POLL})
+                event_webhooks.idle(conn, tenant, now + IDLE_POLL)
             return 0
         secret = self._vault.decrypt(sub["secret_ciphertext"])
         error = _post(self._client, sub["url"], secret, page.items, now)
         now = self._clock.now()  # the request may have taken its whole deadline
         with self._db.transaction() as conn:
             if error is None:
-                execute(
-                    conn,
-                    "event_webhook_delivered",
-                    {
-                        "tenant_id": tenant,
-                        "txid": str(page.next.txid),
-                        "id": page.next.id,
-                        "now": now,
-                        "next": now if len(page.items) == PAGE else now + IDLE_POLL,
-                    },
-                )
+                next_at = now if len(page.items) == PAGE else now + IDLE_POLL
+                event_webhooks.delivered(conn, tenant, page.next, now, next_at)
                 return len(page.items)
             backoff = min(2 ** (sub["failures"] + 1), MAX_BACKOFF_SECONDS)
-            execute(
-                conn,
-                "event_webhook_failed",
-                {
-                    "tenant_id": tenant,
-                    "error": error,
-                    "now": now,
-                    "next": now + timedelta(seconds=backoff),
-                },
-            )
+            event_webhooks.failed(conn, tenant, error, now, now + timedelta(seconds=backoff))
         return 0
 
 

@@ -15,13 +15,8 @@ from typing import Any
 import psycopg
 
 from tidings.domain.intent import Intent
-from tidings.domain.policy import (
-    CapUsage,
-    ConsentEvidence,
-    Policy,
-    PolicyRequest,
-    cap_windows,
-)
+from tidings.domain.policy import CapUsage, ConsentEvidence, PolicyRequest, cap_windows
+from tidings.domain.policy_document import Policy
 from tidings.store import contacts
 from tidings.store.database import execute, fetch_one
 

@@ -3,7 +3,7 @@
 Runs inside the claim transaction, before any network work: the deadline,
 shadow mode and the policy (under the version frozen on the intent) are
 checked against committed state. What it returns is a verdict the claim
-applies as one transition.
+applies as one transition (domain/claiming.py says which).
 """
 
 from __future__ import annotations
@@ -11,30 +11,23 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 import psycopg
 
 from tidings.domain import policy as rules
+from tidings.domain.claiming import ClaimVerdict, claim_verdict, deadline_passed
 from tidings.domain.intent import Intent
-from tidings.domain.policy import Decision, Policy, PolicyRequest
+from tidings.domain.policy import Decision, PolicyRequest
+from tidings.domain.policy_document import Policy
 from tidings.store import policies
 
 Conn = psycopg.Connection[Any]
 
 
-class Verdict(StrEnum):
-    SEND = "send"
-    DEFER = "defer"
-    SUPPRESS = "suppress"
-    EXPIRE = "expire"
-    SHADOW = "shadow"
-
-
 @dataclass(frozen=True)
 class GateResult:
-    verdict: Verdict
+    verdict: ClaimVerdict
     decision: Decision
     policy: Policy
 
@@ -72,18 +65,11 @@ def decide(
     row: Mapping[str, Any] | None = None,
 ) -> GateResult:
     policy = frozen_policy(conn, intent, now)
-    if intent.expires_at is not None and intent.expires_at <= now:
-        return GateResult(Verdict.EXPIRE, Decision(False, rules.EXPIRED, policy.version), policy)
-    decision = rules.evaluate(policy, facts(conn, intent, policy, now, row or {}))
-    action = rules.dispatch_action(decision, intent.expires_at)
-    if shadow:
-        return GateResult(Verdict.SHADOW, decision, policy)
-    verdict = {
-        "send": Verdict.SEND,
-        "reschedule": Verdict.DEFER,
-        "suppress": Verdict.SUPPRESS,
-        "expire": Verdict.EXPIRE,
-    }[action]
+    if deadline_passed(intent.expires_at, now):  # no rule needs consulting
+        decision = Decision(False, rules.EXPIRED, policy.version)
+    else:
+        decision = rules.evaluate(policy, facts(conn, intent, policy, now, row or {}))
+    verdict = claim_verdict(decision, now=now, expires_at=intent.expires_at, shadow=shadow)
     return GateResult(verdict, decision, policy)
 
 

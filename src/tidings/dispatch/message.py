@@ -16,7 +16,7 @@ import psycopg
 from tidings.dispatch.claim import Claimed
 from tidings.domain.intent import Intent
 from tidings.domain.segments import count_segments
-from tidings.providers.base import AttachmentRef, OutboundMessage
+from tidings.providers.messages import AttachmentRef, OutboundMessage
 from tidings.store import ledger, templates
 from tidings.store.database import Database, fetch_one
 from tidings.templates.limits import DEFAULT_LIMITS, RenderLimits

@@ -14,12 +14,14 @@ from typing import Any
 
 import psycopg
 
+from tidings.domain.attempts import STILL_OPEN
 from tidings.domain.errors import StaleTransition
 from tidings.domain.intent import Attempt, Intent
 from tidings.domain.states import AttemptState, IntentState
 from tidings.domain.transitions import Event, allowed, attempt_advances, on_undelivered
-from tidings.providers.base import Observation, ObservedStatus
-from tidings.store import ledger
+from tidings.providers.outcomes import Observation, ObservedStatus
+from tidings.store import attempts, ledger
+from tidings.store.attempts import AttemptRef
 from tidings.store.database import execute, fetch_all, fetch_one
 
 Conn = psycopg.Connection[Any]
@@ -45,21 +47,9 @@ def find_attempt(conn: Conn, obs: Observation, tenant: str | None = None) -> Att
     """
     by_reference = by_message_id = None
     if obs.attempt_key:
-        by_reference = _only(
-            fetch_all(
-                conn,
-                "attempts_by_reference",
-                {"attempt_key": obs.attempt_key, "provider": obs.provider},
-            )
-        )
+        by_reference = _only(attempts.by_reference(conn, obs.attempt_key, obs.provider))
     if obs.provider_message_id:
-        by_message_id = _only(
-            fetch_all(
-                conn,
-                "attempts_by_provider_id",
-                {"provider": obs.provider, "provider_message_id": obs.provider_message_id},
-            )
-        )
+        by_message_id = _only(attempts.by_provider_id(conn, obs.provider, obs.provider_message_id))
     if by_reference and by_message_id and _identity(by_reference) != _identity(by_message_id):
         log.warning("observation names two attempts", extra={"provider": obs.provider})
         return None
@@ -167,18 +157,11 @@ def carry_settled_attempt(conn: Conn, intent: Intent, now: datetime) -> None:
     """A receipt reached the current attempt while the intent was `sending`
     (it could not move the intent then): what it proved settles the intent
     now, instead of leaving it waiting for a lookup nobody scheduled."""
-    row = fetch_one(
-        conn,
-        "attempt_by_number",
-        {
-            "tenant_id": intent.tenant_id,
-            "intent_id": intent.id,
-            "n": intent.attempt_count,
-        },
+    attempt = attempts.by_number(
+        conn, AttemptRef(intent.tenant_id, intent.id, intent.attempt_count)
     )
-    if row is None or row["state"] in ("sending", "unknown"):
+    if attempt is None or attempt.state in (AttemptState.SENDING, AttemptState.UNKNOWN):
         return
-    attempt = Attempt.from_row(row)
     settle_intent(conn, intent, attempt, attempt.state, None, now)
 
 
@@ -213,36 +196,18 @@ def settle_intent(
 def _advance_attempt(
     conn: Conn, attempt: Attempt, target: AttemptState, obs: Observation, now: datetime
 ) -> None:
-    params = {
-        "tenant_id": attempt.tenant_id,
-        "intent_id": attempt.intent_id,
-        "n": attempt.n,
-        "now": now,
-    }
+    ref = AttemptRef.of(attempt)
     if target is AttemptState.ACCEPTED:
-        fetch_one(
+        attempts.accept(
             conn,
-            "attempt_accepted",
-            {
-                **params,
-                "provider_message_id": obs.provider_message_id or attempt.provider_message_id,
-                "next_check_at": attempt.next_check_at or now,
-                "checks_expire_at": attempt.checks_expire_at,
-            },
+            ref,
+            obs.provider_message_id or attempt.provider_message_id,
+            now,
+            next_check_at=attempt.next_check_at or now,
+            checks_expire_at=attempt.checks_expire_at,
         )
         return
-    fetch_one(
-        conn,
-        "attempt_settled",
-        {
-            **params,
-            "state": target.value,
-            "code": obs.code,
-            "next_check_at": None,
-            "checks_expire_at": None,
-            "from_states": ["sending", "unknown", "accepted"],
-        },
-    )
+    attempts.settle(conn, ref, target, code=obs.code, now=now, from_states=STILL_OPEN)
 
 
 def _intent_event(
@@ -256,10 +221,9 @@ def _intent_event(
         return Event.PROVIDER_ACCEPTED if intent.state is IntentState.RECONCILING else None
     if target is AttemptState.FAILED:
         return Event.DELIVERY_FAILED
-    reached = fetch_one(
-        conn, "attempts_reached_provider", {"tenant_id": intent.tenant_id, "intent_id": intent.id}
+    return on_undelivered(
+        intent.resend_budget, attempts.reached_provider(conn, intent.tenant_id, intent.id)
     )
-    return on_undelivered(intent.resend_budget, int(reached["n"]) if reached else 1)
 
 
 def _row(

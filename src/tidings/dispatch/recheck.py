@@ -1,12 +1,13 @@
 """The committed state, read again right before each provider call.
 
-Seed 000: "Workers read that committed state immediately before any
-external call." A claim moves an intent to `sending`; a cancel, an expiry
-or a kill switch can commit after that and before the call starts (the
-claim waits in the window for a send thread). So a send thread calls only
-if a read that began at most `fresh_seconds` before found the intent still
-`sending` at the claim's version under this worker's lease, with no kill
-switch covering it. The claim is the first such read.
+Requirement R000.5 (docs/requirements.md): "Workers read that committed
+state immediately before any external call." A claim moves an intent to
+`sending`; a cancel, an expiry or a kill switch can commit after that and
+before the call starts (the claim waits in the window for a send thread).
+So a send thread calls only if a read that began at most `fresh_seconds`
+before found the intent still `sending` at the claim's version under this
+worker's lease, with no kill switch covering it. The claim is the first
+such read.
 
 Reads are grouped the way commits are: a thread that needs one while
 another is under way waits for it to end, and the next read then serves

@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,14 +19,18 @@ import psycopg
 
 from tidings.dispatch.gate import frozen_policy
 from tidings.dispatch.observe import apply_observation, carry_settled_attempt
+from tidings.domain.attempts import NOT_RECEIVED_FROM, STILL_OPEN
 from tidings.domain.errors import StaleTransition
 from tidings.domain.intent import Attempt, Intent
 from tidings.domain.schedules import next_check_at
-from tidings.domain.states import AttemptState, IntentState
+from tidings.domain.states import AttemptState
 from tidings.domain.transitions import Event, allowed
-from tidings.providers.base import Observation, ProviderAdapter, ProviderError
-from tidings.store import ledger
-from tidings.store.database import Database, execute, fetch_all, fetch_one
+from tidings.providers.base import ProviderAdapter
+from tidings.providers.errors import ProviderError
+from tidings.providers.outcomes import Observation
+from tidings.store import attempts, ledger
+from tidings.store.attempts import AttemptRef, DueCheck
+from tidings.store.database import Database, fetch_all
 
 Conn = psycopg.Connection[Any]
 
@@ -41,31 +44,20 @@ UNAVAILABLE_RETRY_SECONDS = 15.0
 NOT_RECEIVED_AFTER_SECONDS = 60.0
 
 
-@dataclass(frozen=True)
-class DueCheck:
-    attempt: Attempt
-    intent_state: IntentState
-
-
 def recover_leases(conn: Conn, now: datetime, limit: int = 100) -> int:
     """Expired leases become unknown outcomes to reconcile, never resends."""
     rows = fetch_all(conn, "expired_leases", {"now": now, "limit": limit})
     for row in rows:
         intent = Intent.from_row(row)
-        marked = fetch_one(
+        marked = attempts.settle(
             conn,
-            "attempt_settled",
-            {
-                "tenant_id": intent.tenant_id,
-                "intent_id": intent.id,
-                "n": intent.attempt_count,
-                "state": "unknown",
-                "code": "LEASE_EXPIRED",
-                "now": now,
-                "next_check_at": now,
-                "checks_expire_at": now + timedelta(days=1),
-                "from_states": ["sending"],
-            },
+            AttemptRef(intent.tenant_id, intent.id, intent.attempt_count),
+            AttemptState.UNKNOWN,
+            code="LEASE_EXPIRED",
+            now=now,
+            from_states={AttemptState.SENDING},
+            next_check_at=now,
+            checks_expire_at=now + timedelta(days=1),
         )
         moved = ledger.transition(
             conn,
@@ -76,26 +68,15 @@ def recover_leases(conn: Conn, now: datetime, limit: int = 100) -> int:
             move=ledger.Move(decision_code="LEASE_EXPIRED"),
             detail={"lease_owner": intent.lease_owner, "attempt": intent.attempt_count},
         )
-        if marked is None:
+        if not marked:
             carry_settled_attempt(conn, moved, now)
     return len(rows)
 
 
 def lease_checks(conn: Conn, now: datetime, limit: int) -> list[DueCheck]:
-    rows = fetch_all(conn, "due_checks", {"now": now, "limit": limit})
-    for row in rows:
-        execute(
-            conn,
-            "attempt_checked",
-            {
-                "tenant_id": row["tenant_id"],
-                "intent_id": row["intent_id"],
-                "n": row["n"],
-                "next_check_at": now + timedelta(seconds=CHECK_LEASE_SECONDS),
-            },
-        )
-    # check_count was bumped above; the schedule below counts from the old value
-    return [DueCheck(Attempt.from_row(r), IntentState(r["intent_state"])) for r in rows]
+    return attempts.lease_due_checks(
+        conn, now, limit, lease_until=now + timedelta(seconds=CHECK_LEASE_SECONDS)
+    )
 
 
 def run_checks(
@@ -156,20 +137,13 @@ def _look_up(adapter: ProviderAdapter, attempt: Attempt) -> tuple[Observation | 
 
 def _not_received(conn: Conn, attempt: Attempt, now: datetime) -> None:
     """The provider has no message under our key: the attempt never went out."""
-    fetch_one(
+    attempts.settle(
         conn,
-        "attempt_settled",
-        {
-            "tenant_id": attempt.tenant_id,
-            "intent_id": attempt.intent_id,
-            "n": attempt.n,
-            "state": "failed",
-            "code": "NOT_RECEIVED",
-            "now": now,
-            "next_check_at": None,
-            "checks_expire_at": None,
-            "from_states": ["unknown"],
-        },
+        AttemptRef.of(attempt),
+        AttemptState.FAILED,
+        code="NOT_RECEIVED",
+        now=now,
+        from_states=NOT_RECEIVED_FROM,
     )
     intent = ledger.get_intent(conn, attempt.tenant_id, attempt.intent_id)
     if (
@@ -191,19 +165,15 @@ def _not_received(conn: Conn, attempt: Attempt, now: datetime) -> None:
 
 
 def _schedule_next(conn: Conn, attempt: Attempt, now: datetime, rng: random.Random) -> None:
-    current = fetch_one(
-        conn,
-        "attempt_by_number",
-        {"tenant_id": attempt.tenant_id, "intent_id": attempt.intent_id, "n": attempt.n},
-    )
-    if current is None or current["state"] not in ("accepted", "unknown", "sending"):
+    current = attempts.by_number(conn, AttemptRef.of(attempt))
+    if current is None or current.state not in STILL_OPEN:
         return  # settled by what we just applied
     intent = ledger.get_intent(conn, attempt.tenant_id, attempt.intent_id)
     assert intent is not None
     schedule = frozen_policy(conn, intent, now).poll_schedule
-    base = current["accepted_at"] or current["created_at"]
-    following = next_check_at(schedule, base, current["check_count"], rng)
-    expired = current["checks_expire_at"] is not None and now >= current["checks_expire_at"]
+    base = current.accepted_at or current.created_at
+    following = next_check_at(schedule, base, current.check_count, rng)
+    expired = current.checks_expire_at is not None and now >= current.checks_expire_at
     if following is None or expired:
         _exhausted(conn, attempt, intent, now)
     else:
@@ -211,34 +181,18 @@ def _schedule_next(conn: Conn, attempt: Attempt, now: datetime, rng: random.Rand
 
 
 def _reschedule(conn: Conn, attempt: Attempt, at: datetime) -> None:
-    execute(
-        conn,
-        "reschedule_check",
-        {
-            "tenant_id": attempt.tenant_id,
-            "intent_id": attempt.intent_id,
-            "n": attempt.n,
-            "next_check_at": at,
-        },
-    )
+    attempts.reschedule_check(conn, AttemptRef.of(attempt), at)
 
 
 def _exhausted(conn: Conn, attempt: Attempt, intent: Intent, now: datetime) -> None:
     """The budget ended without terminal evidence: unknown, visibly, never resent."""
-    fetch_one(
+    attempts.settle(
         conn,
-        "attempt_settled",
-        {
-            "tenant_id": attempt.tenant_id,
-            "intent_id": attempt.intent_id,
-            "n": attempt.n,
-            "state": "unknown",
-            "code": "CHECKS_EXHAUSTED",
-            "now": now,
-            "next_check_at": None,
-            "checks_expire_at": None,
-            "from_states": ["accepted", "unknown", "sending"],
-        },
+        AttemptRef.of(attempt),
+        AttemptState.UNKNOWN,
+        code="CHECKS_EXHAUSTED",
+        now=now,
+        from_states=STILL_OPEN,
     )
     if intent.attempt_count != attempt.n or not allowed(
         intent.state, Event.RECONCILIATION_EXHAUSTED

@@ -12,18 +12,21 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 import psycopg
 
 from tidings.dispatch.claim import Claimed
 from tidings.dispatch.observe import carry_settled_attempt, rematch
+from tidings.domain.attempts import WORKER_SETTLES_FROM
 from tidings.domain.errors import StaleTransition
 from tidings.domain.limits import LimitCheck
 from tidings.domain.schedules import next_check_at, retry_delay
+from tidings.domain.states import AttemptState
 from tidings.domain.transitions import Event
-from tidings.observability.metrics import record_rate_limit_wait
-from tidings.providers.base import (
+from tidings.observability.process_metrics import record_rate_limit_wait
+from tidings.providers.outcomes import (
     Accepted,
     Indeterminate,
     RejectCode,
@@ -31,8 +34,8 @@ from tidings.providers.base import (
     Retryable,
     SendResult,
 )
-from tidings.store import contacts, ledger
-from tidings.store.database import execute, fetch_all, fetch_one, records
+from tidings.store import attempts, contacts, ledger
+from tidings.store.attempts import AttemptRef
 
 Conn = psycopg.Connection[Any]
 
@@ -41,6 +44,14 @@ Conn = psycopg.Connection[Any]
 RECONCILE_GRACE_SECONDS = 5.0
 # An attempt whose call never started because its intent moved first.
 WITHDRAWN = "WITHDRAWN"
+
+
+class IntentOutcome(StrEnum):
+    """What recording did to the intent: it moved at the version the claim
+    produced, or had moved on meanwhile (a cancel, an expiry) and kept its state."""
+
+    MOVED = "moved"
+    STALE = "stale"
 
 
 def record_result(
@@ -52,16 +63,16 @@ def record_result(
     *,
     segments: int | None = None,
     encoding: str | None = None,
-) -> str:
-    """Store the outcome; returns what happened to the intent ("moved" or "stale")."""
+) -> IntentOutcome:
+    """Store the outcome; returns what happened to the intent."""
     if isinstance(result, Accepted):
         return _accepted_many(conn, [Sent(claimed, result, segments, encoding)], now, rng)[0]
     if segments is not None:
-        _segments(conn, claimed, segments, encoding)
+        attempts.record_segments(conn, _ref(claimed), segments, encoding)
     if isinstance(result, Retryable):
         return _deferred(conn, claimed, result, now, rng)
     if isinstance(result, Rejected):
-        _settle(conn, claimed, "failed", result.code.value, now)
+        _settle(conn, claimed, AttemptState.FAILED, result.code.value, now)
         _learn_from_rejection(conn, claimed, result, now)
         return _move(
             conn,
@@ -86,14 +97,14 @@ class Sent:
 
 def record_results(
     conn: Conn, sent: Sequence[Sent], now: datetime, rng: random.Random
-) -> list[str]:
+) -> list[IntentOutcome]:
     """Store many outcomes in one transaction; aligned with `sent`.
 
     Acceptances, the common answer, take one statement for their attempts
     and one for their intents whatever the batch size; the rarer answers go
     one by one through `record_result`.
     """
-    outcomes: dict[int, str] = {}
+    outcomes: dict[int, IntentOutcome] = {}
     accepted = [(i, s) for i, s in enumerate(sent) if isinstance(s.result, Accepted)]
     for i, item in enumerate(sent):
         if not isinstance(item.result, Accepted):
@@ -115,24 +126,23 @@ def record_results(
 
 def _accepted_many(
     conn: Conn, sent: Sequence[Sent], now: datetime, rng: random.Random
-) -> list[str]:
+) -> list[IntentOutcome]:
     if not sent:
         return []
-    batch = []
+    acceptances = []
     for item in sent:
         schedule = item.claimed.policy.poll_schedule
-        batch.append(
-            {
-                **_attempt(item.claimed),
-                "provider_message_id": _message_id(item),
-                "segments": item.segments,
-                "encoding": item.encoding,
-                "next_check_at": next_check_at(schedule, now, 0, rng),
-                "checks_expire_at": now + timedelta(seconds=schedule.give_up_after_seconds),
-            }
+        acceptances.append(
+            attempts.Acceptance(
+                _ref(item.claimed),
+                _message_id(item),
+                next_check_at=next_check_at(schedule, now, 0, rng),
+                checks_expire_at=now + timedelta(seconds=schedule.give_up_after_seconds),
+                segments=item.segments,
+                encoding=item.encoding,
+            )
         )
-    rows = fetch_all(conn, "attempts_accepted", {**records(batch), "now": now})
-    settled = {(r["tenant_id"], r["intent_id"], r["n"]): r for r in rows}
+    settled = attempts.accept_many(conn, acceptances, now)
     steps = [
         ledger.Step(
             item.claimed.intent,
@@ -147,21 +157,15 @@ def _accepted_many(
     outcomes = []
     for item, intent_moved in zip(sent, moved, strict=True):
         c = item.claimed
-        row = settled.get((c.intent.tenant_id, c.intent.id, c.n))
-        if row is None and item.segments is not None:  # the cost is a fact all the same
-            _segments(conn, c, item.segments, item.encoding)
-        if row is None or row["has_unmatched"]:
+        accepted = settled.get(_ref(c))
+        if accepted is None and item.segments is not None:  # the cost is a fact all the same
+            attempts.record_segments(conn, _ref(c), item.segments, item.encoding)
+        if accepted is None or accepted.has_unmatched:
             rematch(conn, c.provider, _message_id(item), now)
-        if intent_moved and row is None:  # a receipt settled the attempt first
+        if intent_moved and accepted is None:  # a receipt settled the attempt first
             _carry(conn, c, now)
-        outcomes.append("moved" if intent_moved else "stale")
+        outcomes.append(IntentOutcome.MOVED if intent_moved else IntentOutcome.STALE)
     return outcomes
-
-
-def _segments(conn: Conn, claimed: Claimed, segments: int, encoding: str | None) -> None:
-    execute(
-        conn, "attempt_segments", {**_attempt(claimed), "segments": segments, "encoding": encoding}
-    )
 
 
 def _message_id(item: Sent) -> str:
@@ -169,10 +173,12 @@ def _message_id(item: Sent) -> str:
     return item.result.provider_message_id
 
 
-def record_limit_deferred(conn: Conn, claimed: Claimed, room: LimitCheck, now: datetime) -> str:
+def record_limit_deferred(
+    conn: Conn, claimed: Claimed, room: LimitCheck, now: datetime
+) -> IntentOutcome:
     """The rendered message would break a spend limit: nothing was sent."""
     code = "SPEND_LIMIT"
-    _settle(conn, claimed, "failed", code, now)
+    _settle(conn, claimed, AttemptState.FAILED, code, now)
     if room.next_eligible_at is None:  # larger than the whole limit: waiting cannot help
         return _move(
             conn,
@@ -189,25 +195,25 @@ def record_limit_deferred(conn: Conn, claimed: Claimed, room: LimitCheck, now: d
 
 def record_released(
     conn: Conn, claimed: Claimed, now: datetime, *, code: str = "WORKER_STOPPED"
-) -> str:
+) -> IntentOutcome:
     """A claim let go before its call started: by a stopping worker, or by
     one that found a kill switch covering it or its deadline passed. Due
     again, nothing sent."""
-    _settle(conn, claimed, "failed", code, now)
+    _settle(conn, claimed, AttemptState.FAILED, code, now)
     move = ledger.Move(next_due_at=now, decision_code=code)
     return _move(conn, claimed, Event.RELEASED, now, move, {"code": code})
 
 
-def record_withdrawn(conn: Conn, claimed: Claimed, now: datetime) -> str:
+def record_withdrawn(conn: Conn, claimed: Claimed, now: datetime) -> IntentOutcome:
     """The intent moved after the claim and before the call (a cancel, an
     expiry, a lease recovered): the call never started. The attempt says
     so; the intent is someone else's now."""
-    _settle(conn, claimed, "failed", WITHDRAWN, now)
-    return "stale"
+    _settle(conn, claimed, AttemptState.FAILED, WITHDRAWN, now)
+    return IntentOutcome.STALE
 
 
-def record_prepare_failure(conn: Conn, claimed: Claimed, code: str, now: datetime) -> str:
-    _settle(conn, claimed, "failed", code, now)
+def record_prepare_failure(conn: Conn, claimed: Claimed, code: str, now: datetime) -> IntentOutcome:
+    _settle(conn, claimed, AttemptState.FAILED, code, now)
     return _move(
         conn, claimed, Event.PREPARE_FAILED, now, ledger.Move(decision_code=code), {"code": code}
     )
@@ -241,8 +247,8 @@ def _carry(conn: Conn, claimed: Claimed, now: datetime) -> None:
 
 def _deferred(
     conn: Conn, claimed: Claimed, result: Retryable, now: datetime, rng: random.Random
-) -> str:
-    _settle(conn, claimed, "failed", result.code.value, now)
+) -> IntentOutcome:
+    _settle(conn, claimed, AttemptState.FAILED, result.code.value, now)
     intent = claimed.intent
     remaining = (intent.expires_at - now).total_seconds() if intent.expires_at else None
     delay = retry_delay(result.retry_after_seconds, claimed.policy.retry, claimed.n, rng, remaining)
@@ -259,12 +265,14 @@ def _deferred(
     return _move(conn, claimed, Event.PROVIDER_DEFERRED, now, move, detail)
 
 
-def _indeterminate(conn: Conn, claimed: Claimed, result: Indeterminate, now: datetime) -> str:
+def _indeterminate(
+    conn: Conn, claimed: Claimed, result: Indeterminate, now: datetime
+) -> IntentOutcome:
     check_at = now + timedelta(seconds=RECONCILE_GRACE_SECONDS)
     marked = _settle(
         conn,
         claimed,
-        "unknown",
+        AttemptState.UNKNOWN,
         result.code.value,
         now,
         next_check=check_at,
@@ -278,7 +286,7 @@ def _indeterminate(conn: Conn, claimed: Claimed, result: Indeterminate, now: dat
         ledger.Move(decision_code=result.code.value),
         {"code": result.code.value, "http_status": result.http_status},
     )
-    if moved == "moved" and not marked:  # a receipt settled the attempt first
+    if moved is IntentOutcome.MOVED and not marked:  # a receipt settled the attempt first
         _carry(conn, claimed, now)
     return moved
 
@@ -286,29 +294,23 @@ def _indeterminate(conn: Conn, claimed: Claimed, result: Indeterminate, now: dat
 def _settle(
     conn: Conn,
     claimed: Claimed,
-    state: str,
+    state: AttemptState,
     code: str | None,
     now: datetime,
     *,
     next_check: datetime | None = None,
     expire: datetime | None = None,
 ) -> bool:
-    row = fetch_one(
+    return attempts.settle(
         conn,
-        "attempt_settled",
-        {
-            **_attempt(claimed),
-            "state": state,
-            "code": code,
-            "now": now,
-            "next_check_at": next_check,
-            "checks_expire_at": expire,
-            # Not "unknown": then the lease was recovered and reconciliation owns
-            # the attempt; a late answer settling it would strand the intent.
-            "from_states": ["sending"],
-        },
+        _ref(claimed),
+        state,
+        code=code,
+        now=now,
+        from_states=WORKER_SETTLES_FROM,
+        next_check_at=next_check,
+        checks_expire_at=expire,
     )
-    return row is not None
 
 
 def _move(
@@ -318,7 +320,7 @@ def _move(
     now: datetime,
     move: ledger.Move,
     detail: dict[str, Any],
-) -> str:
+) -> IntentOutcome:
     try:
         ledger.transition(
             conn,
@@ -330,9 +332,9 @@ def _move(
             detail=detail,
         )
     except StaleTransition:
-        return "stale"
-    return "moved"
+        return IntentOutcome.STALE
+    return IntentOutcome.MOVED
 
 
-def _attempt(claimed: Claimed) -> dict[str, Any]:
-    return {"tenant_id": claimed.intent.tenant_id, "intent_id": claimed.intent.id, "n": claimed.n}
+def _ref(claimed: Claimed) -> AttemptRef:
+    return AttemptRef(claimed.intent.tenant_id, claimed.intent.id, claimed.n)

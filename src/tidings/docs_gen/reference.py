@@ -136,7 +136,7 @@ def codes_reference() -> str:
     the engine's own failure codes, each found where the code defines it."""
     from tidings.api import problems
     from tidings.domain import errors, policy
-    from tidings.providers.base import RejectCode
+    from tidings.providers.outcomes import RejectCode
     from tidings.replay import CODES
 
     out = [

@@ -19,13 +19,12 @@ for an atomic single-row update (a sliding log would need a row per send).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Final, Literal
 
 if TYPE_CHECKING:
-    from tidings.domain.policy import Policy
+    from tidings.domain.policy_document import Policy
 
 Scope = Literal[
     "recipient", "destination", "job", "event_class", "tenant", "country", "provider_account"
@@ -107,18 +106,6 @@ def check(key: LimitKey, now: datetime, used: int) -> LimitCheck:
     if used + key.cost <= key.limit:
         return LimitCheck(True, None, key)
     return LimitCheck(False, key.window_start(now) + timedelta(seconds=key.per_seconds), key)
-
-
-def check_all(keys: list[LimitKey], now: datetime, used: Mapping[str, int]) -> LimitCheck:
-    """All keys must have room; otherwise the latest next-eligible time wins,
-    since retrying before every full window has rolled over cannot succeed."""
-    denials = [c for c in (check(k, now, used.get(k.key, 0)) for k in keys) if not c.allowed]
-    if not denials:
-        return LimitCheck(True)
-    hopeless = [c for c in denials if c.next_eligible_at is None]
-    if hopeless:
-        return hopeless[0]
-    return max(denials, key=lambda c: c.next_eligible_at or now)
 
 
 def limit_keys(

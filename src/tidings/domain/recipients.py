@@ -64,7 +64,8 @@ def _valid_number(raw: str) -> tuple[phonenumbers.PhoneNumber, str]:
     except phonenumbers.NumberParseException:
         raise InvalidRecipient("recipient.phone", "not an international number") from None
     # `is_valid_number` is exactly these two steps; the region is asked for
-    # once instead of twice (a fifth of freezing a job's audience).
+    # once instead of twice: it is a large share of freezing a job's
+    # audience (docs/benchmarks.md, "Measurements behind the code").
     region = phonenumbers.region_code_for_number(number)
     if region is None or not phonenumbers.is_valid_number_for_region(number, region):
         raise InvalidRecipient("recipient.phone", "not a valid phone number")

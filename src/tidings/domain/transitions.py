@@ -1,8 +1,8 @@
 """The transition table: the one contract shared by the API, the workers,
 the sweeper and the operator tooling.
 
-It starts from seed 000's table and extends it for `failed`,
-`no_permitted_channel`, an explicit `reconciling` state for outcomes that
+It starts from the table of requirement R000.2 (docs/requirements.md) and
+extends it for `failed`, `no_permitted_channel`, an explicit `reconciling` state for outcomes that
 are not known yet (a crashed worker, a timed-out call), and a terminal
 `unknown` for outcomes that stayed unknown past their reconciliation budget.
 Unknown is never treated as failure, so it never leads to a resend.
@@ -284,7 +284,7 @@ def states_document() -> str:
         "`released`: due again at once |\n\n"
         "A cancel that commits later than that, while the request is on its\n"
         "way, cannot unsend it: the attempt keeps the provider's answers and\n"
-        "the intent stays canceled (seed 000).\n"
+        "the intent stays canceled ([R000.6](requirements.md)).\n"
     )
 
 

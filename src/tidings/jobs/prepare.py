@@ -21,14 +21,8 @@ from psycopg.types.json import Jsonb
 from tidings.domain.channels import ChannelFacts, Mode, Outcome, resolve
 from tidings.domain.ids import uuid7
 from tidings.domain.keys import job_recipient_key, report_key
-from tidings.domain.policy import (
-    CapUsage,
-    ConsentEvidence,
-    Policy,
-    PolicyRequest,
-    cap_windows,
-    evaluate,
-)
+from tidings.domain.policy import CapUsage, ConsentEvidence, PolicyRequest, cap_windows, evaluate
+from tidings.domain.policy_document import Policy
 from tidings.store import policies
 from tidings.store.database import Database, execute, fetch_all, fetch_one
 

@@ -24,9 +24,8 @@ from uuid import UUID
 
 import httpx
 
-from tidings.client import Tidings
 from tidings.signing import SIGNATURE_HEADER, sign
-from tidings.store.database import Row, execute, fetch_all
+from tidings.store.database import Database, Row, execute, fetch_all
 
 log = logging.getLogger("tidings.alerts")
 
@@ -82,12 +81,12 @@ class AlertWebhook:
 
 
 def deliver_pending(
-    tidings: Tidings, webhook: AlertWebhook, now: datetime, *, budget_seconds: float = 10.0
+    db: Database, webhook: AlertWebhook, now: datetime, *, budget_seconds: float = 10.0
 ) -> int:
     """Announce what is owed; returns how many were delivered. Failures are
     retried on a later round with backoff, so an outage of the receiver
     delays announcements but never loses them."""
-    with tidings.db.transaction() as conn:
+    with db.transaction() as conn:
         claimed = fetch_all(
             conn,
             "alerts_claim_notifications",
@@ -105,7 +104,7 @@ def deliver_pending(
         announced = _announced(row)
         payload = {"type": f"alert.{announced}", "alert": alert_json(row)}
         ok = webhook.post(payload, f"{row['id']}:{announced}:{row['severity']}")
-        with tidings.db.transaction() as conn:
+        with db.transaction() as conn:
             if ok:
                 delivered += 1
                 execute(

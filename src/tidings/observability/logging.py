@@ -13,7 +13,7 @@
   bound with :func:`bind_context` (``correlation_id``, ``intent_id``,
   ``tenant_id``, ``template_revision``, ``channel``, ``provider_message_id``
   ...), and redaction applied last, right before rendering.
-* Redaction (see :mod:`tidings.observability.redact`): e-mail addresses and
+* Redaction (see :mod:`tidings.domain.redaction`): e-mail addresses and
   phone numbers in every string value (recursively, the event message and
   formatted tracebacks included) are replaced; values under sensitive keys
   (``body``, ``rendered``, ``token``, ``reset_link``, ``link``, ``password``,
@@ -35,7 +35,7 @@ from typing import IO, Any, Final
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from tidings.observability.redact import is_drop_key, redact_value
+from tidings.domain.redaction import is_drop_key, redact_value
 
 CONTEXT_KEYS: Final[tuple[str, ...]] = (
     "correlation_id",
@@ -240,7 +240,8 @@ def log_context(**values: Any) -> Iterator[None]:
     """Bind values for the duration of a ``with`` block, then restore."""
     # Reset by token, not structlog's `bound_contextvars`: that one copies
     # the whole context to save what it overrides, once per send and per
-    # record on the dispatch path (bench/results, profile).
+    # record on the dispatch path (docs/benchmarks.md, "Measurements behind
+    # the code").
     tokens = structlog.contextvars.bind_contextvars(**values)
     try:
         yield

@@ -1,5 +1,5 @@
-"""Prometheus metrics: ledger numbers read from rows at scrape time, plus a
-few process-local counters for things that only happen in memory.
+"""Prometheus metrics: ledger numbers read from rows at scrape time, served
+with the process-local counters of `process_metrics.py`.
 
 Why from rows: a counter kept beside the ledger drifts (a crash between
 the commit and the increment, a second process, a restart) and then
@@ -9,9 +9,7 @@ observations and transitions, run when Prometheus scrapes (invariant 7).
 Only provider call latency/outcomes and rate-limit waits are counted in
 process, because no row records them.
 
-    server = serve_ledger_metrics(tidings, 9464)     # GET :9464/metrics
-    record_provider_call("twilio", "sms", "accepted", 0.21)
-    record_rate_limit_wait("recipient", 30.0)
+    server = serve_ledger_metrics(runtime, 9464)     # GET :9464/metrics
 
 Every series carries a `tenant` label: one scrape covers every tenant.
 """
@@ -25,9 +23,8 @@ from datetime import datetime
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
-import prometheus_client
 import psycopg
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from prometheus_client import generate_latest as _generate_latest
 from prometheus_client import start_http_server as _start_http_server
 from prometheus_client.core import (
@@ -38,10 +35,10 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from tidings.client import Tidings
-from tidings.domain.states import TERMINAL_INTENT, IntentState
-from tidings.domain.transitions import TABLE
-from tidings.providers.base import SendResult
+from tidings.domain.states import IntentState
+from tidings.observability.process_metrics import PROCESS_METRICS, PROCESS_REGISTRY
+from tidings.observability.transition_rows import allowed_transitions
+from tidings.runtime import Runtime
 from tidings.store.database import Row, fetch_all, fetch_one
 
 log = logging.getLogger("tidings.metrics")
@@ -85,103 +82,7 @@ LEDGER_METRICS: tuple[str, ...] = (
     "tidings_impossible_transitions_total",
     "tidings_quarantined_intents_total",
 )
-PROCESS_METRICS: tuple[str, ...] = (
-    "tidings_provider_calls_total",
-    "tidings_provider_call_seconds",
-    "tidings_rate_limit_waits_total",
-    "tidings_rate_limit_wait_seconds",
-)
 METRIC_NAMES: tuple[str, ...] = LEDGER_METRICS + PROCESS_METRICS
-
-# --- process-local: what happens in memory and leaves no row -------------
-
-PROCESS_REGISTRY = CollectorRegistry()
-_PROVIDER_CALLS = Counter(
-    "tidings_provider_calls",
-    "Provider send calls made by this process, by outcome "
-    "(accepted, retryable, rejected, indeterminate, error).",
-    ["provider", "channel", "outcome"],
-    registry=PROCESS_REGISTRY,
-)
-_PROVIDER_CALL_SECONDS = Histogram(
-    "tidings_provider_call_seconds",
-    "Wall time of provider send calls made by this process.",
-    ["provider", "channel"],
-    buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
-    registry=PROCESS_REGISTRY,
-)
-_CALLS_WITHHELD = Counter(
-    "tidings_provider_calls_withheld",
-    "Claimed sends this process did not make: the read right before the call found "
-    "the intent canceled, expired or moved (withdrawn), past its deadline (expired), "
-    "or under a kill switch (killed).",
-    ["channel", "reason"],
-    registry=PROCESS_REGISTRY,
-)
-_RATE_LIMIT_WAITS = Counter(
-    "tidings_rate_limit_waits",
-    "Times this process deferred an intent because a rate allowance was used up.",
-    ["scope"],
-    registry=PROCESS_REGISTRY,
-)
-_RATE_LIMIT_WAIT_SECONDS = Histogram(
-    "tidings_rate_limit_wait_seconds",
-    "How far a rate-limit deferral pushed the intent's next eligible time.",
-    ["scope"],
-    buckets=(1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 21600.0),
-    registry=PROCESS_REGISTRY,
-)
-
-# `_created` series double every family's output and mean nothing to an
-# operator; turned off before any metric is made.
-prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
-
-
-def record_provider_call(provider: str, channel: str, outcome: str, seconds: float) -> None:
-    """Count one provider send call and its latency (call it after `send`)."""
-    _PROVIDER_CALLS.labels(provider, channel, outcome).inc()
-    _PROVIDER_CALL_SECONDS.labels(provider, channel).observe(max(0.0, seconds))
-
-
-def record_call_withheld(channel: str, reason: str) -> None:
-    """Count one claimed send whose call the pre-call read stopped."""
-    _CALLS_WITHHELD.labels(channel, reason).inc()
-
-
-def record_rate_limit_wait(scope: str, seconds: float) -> None:
-    """Count one deferral for a used-up allowance (`scope`: recipient, tenant, ...)."""
-    _RATE_LIMIT_WAITS.labels(scope).inc()
-    _RATE_LIMIT_WAIT_SECONDS.labels(scope).observe(max(0.0, seconds))
-
-
-def outcome_of(result: SendResult | None) -> str:
-    """The `outcome` label for a send result; None means the adapter raised."""
-    return "error" if result is None else type(result).__name__.lower()
-
-
-# --- the transition table as rows, shared with the alerts ----------------
-
-# Creation is audited with no from_state: a direct intent starts pending; a
-# bulk job may create it already excluded (a terminal decision).
-CREATION: tuple[tuple[str, str, str], ...] = (
-    ("", "create", IntentState.PENDING.value),
-    *(
-        ("", "create_excluded", s.value)
-        for s in sorted(TERMINAL_INTENT)
-        if s not in (IntentState.DELIVERED, IntentState.UNKNOWN)
-    ),
-)
-
-
-def allowed_transitions() -> dict[str, list[str]]:
-    """(from, event, to) triples the table allows, as three parallel arrays."""
-    triples = [*CREATION, *((s.value, e.value, r.target.value) for (s, e), r in TABLE.items())]
-    return {
-        "froms": [t[0] for t in triples],
-        "events": [t[1] for t in triples],
-        "tos": [t[2] for t in triples],
-    }
-
 
 # --- ledger metrics: computed from rows at scrape time ------------------
 
@@ -189,19 +90,19 @@ def allowed_transitions() -> dict[str, list[str]]:
 class LedgerCollector(Collector):
     """Reads the ledger when collected. Register it in a registry per app."""
 
-    def __init__(self, tidings: Tidings) -> None:
-        self.t = tidings
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
 
     def describe(self) -> Iterable[Metric]:
         return []  # describing would mean querying at registration time
 
     def collect(self) -> Iterable[Metric]:
-        now = self.t.clock.now()
+        now = self.runtime.clock.now()
         up = GaugeMetricFamily(
             "tidings_ledger_up", "1 when the last scrape could read the ledger rows, else 0."
         )
         try:
-            with self.t.db.transaction() as conn:
+            with self.runtime.db.transaction() as conn:
                 fetch_one(conn, "metrics_statement_timeout", {"ms": str(SCRAPE_TIMEOUT_MS)})
                 families = list(_ledger_families(conn, now))
         except psycopg.Error as exc:
@@ -392,22 +293,22 @@ class _ProcessLocal(Collector):
         return []
 
 
-def _ledger_registry(tidings: Tidings) -> CollectorRegistry:
+def _ledger_registry(runtime: Runtime) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(LedgerCollector(tidings))
+    registry.register(LedgerCollector(runtime))
     registry.register(_ProcessLocal())
     return registry
 
 
-def render_metrics(tidings: Tidings) -> tuple[bytes, str]:
+def render_metrics(runtime: Runtime) -> tuple[bytes, str]:
     """The Prometheus text: ledger rows plus this process."""
     started = time.perf_counter()
-    body = _generate_latest(_ledger_registry(tidings))
+    body = _generate_latest(_ledger_registry(runtime))
     log.debug("metrics rendered in %.3fs", time.perf_counter() - started)
     return body, CONTENT_TYPE_LATEST
 
 
-def serve_ledger_metrics(tidings: Tidings, port: int, addr: str = "127.0.0.1") -> WSGIServer:
+def serve_ledger_metrics(runtime: Runtime, port: int, addr: str = "127.0.0.1") -> WSGIServer:
     """`GET /metrics` (ledger plus this process) on its own port, for `tidings serve`.
 
     Not on the API port: the series name every tenant and their free-text
@@ -415,14 +316,5 @@ def serve_ledger_metrics(tidings: Tidings, port: int, addr: str = "127.0.0.1") -
     own lets the operator keep it on the internal network where Prometheus
     scrapes. Returns the server so a caller can `shutdown()` it.
     """
-    server, _ = _start_http_server(port, addr=addr, registry=_ledger_registry(tidings))
+    server, _ = _start_http_server(port, addr=addr, registry=_ledger_registry(runtime))
     return server
-
-
-def serve_process_metrics(port: int, addr: str = "127.0.0.1") -> None:
-    """Expose only the process-local metrics (for a worker with no HTTP API).
-
-    The ledger metrics come from `tidings serve --metrics-port`; serving them here as
-    well would make every worker a second copy of the same numbers.
-    """
-    _start_http_server(port, addr=addr, registry=PROCESS_REGISTRY)

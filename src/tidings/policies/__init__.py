@@ -1,7 +1,7 @@
 """Built-in example policies, shipped as package data.
 
-This is the one place a policy file is read; `tidings.domain.policy` only
-parses the resulting mapping, so the domain stays free of I/O.
+This is the one place a policy file is read; `tidings.domain.policy_document`
+only parses the resulting mapping, so the domain stays free of I/O.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tidings.domain.policy import Policy, PolicyError, parse_policy
+from tidings.domain.policy_document import Policy, PolicyError, parse_policy
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 

@@ -11,7 +11,8 @@ from urllib.parse import urlparse
 
 import httpx
 
-from tidings.providers.base import AttachmentRef, AttachmentTooLarge, ProviderConfigError
+from tidings.providers.errors import AttachmentTooLarge, ProviderConfigError
+from tidings.providers.messages import AttachmentRef
 
 # The default of TIDINGS_MAX_ATTACHMENT_BYTES.
 MAX_ATTACHMENT_BYTES = 25 * 1024 * 1024

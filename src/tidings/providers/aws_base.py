@@ -29,18 +29,17 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from tidings.providers.base import (
-    DEFAULT_TIMEOUT,
+from tidings.domain.redaction import redact_text
+from tidings.providers.base import DEFAULT_TIMEOUT, ProviderAdapter
+from tidings.providers.errors import ProviderConfigError
+from tidings.providers.messages import AttachmentLoader
+from tidings.providers.outcomes import (
     Accepted,
-    AttachmentLoader,
     Indeterminate,
-    ProviderAdapter,
-    ProviderConfigError,
     RejectCode,
     Rejected,
     Retryable,
     SendResult,
-    redact,
 )
 from tidings.providers.settings import optional, required
 
@@ -137,7 +136,7 @@ class AwsAdapter(ProviderAdapter):
             return self.parse_error(response)
         if isinstance(response, ParamValidationError):
             # botocore refused it before sending: the same request would fail again.
-            return Rejected(RejectCode.UNKNOWN, f"invalid request: {redact(str(response))}")
+            return Rejected(RejectCode.UNKNOWN, f"invalid request: {redact_text(str(response))}")
         try:
             return self.parse_accepted(response)
         except (KeyError, TypeError):
@@ -168,5 +167,5 @@ def error_parts(exc: ClientError) -> tuple[str, str | None, int | None, str]:
     code = str(error.get("Code", ""))
     reason = response.get("Reason") or error.get("Reason")
     http = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    detail = redact(f"{code}: {error.get('Message', '')}")
+    detail = redact_text(f"{code}: {error.get('Message', '')}")
     return code, None if reason is None else str(reason), http, detail

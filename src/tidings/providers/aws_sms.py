@@ -17,20 +17,18 @@ from botocore.exceptions import ClientError
 
 from tidings.providers import settings as cfg
 from tidings.providers.aws_base import AwsAdapter, boto_client, error_parts
-from tidings.providers.base import (
-    DEFAULT_TIMEOUT,
+from tidings.providers.base import DEFAULT_TIMEOUT, stable_key
+from tidings.providers.correlation import carry, recover
+from tidings.providers.errors import ProviderError
+from tidings.providers.messages import OutboundMessage, WebhookRequest
+from tidings.providers.outcomes import (
     Observation,
     ObservedStatus,
-    OutboundMessage,
-    ProviderError,
     RejectCode,
     Retryable,
     SendResult,
-    WebhookRequest,
-    register,
-    stable_key,
 )
-from tidings.providers.correlation import carry, recover
+from tidings.providers.registry import register
 from tidings.providers.sns_signature import SnsVerifier, sns_verifier_from
 
 CONTEXT_KEY = "tidings_attempt"

@@ -5,23 +5,10 @@ Every adapter (Twilio, SES, SendGrid, the simulator, ...) is a subclass of
 django-anymail: `build_request` -> `transmit` -> `parse_response`. The base
 owns the flow, the default timeout, and the single place where transport
 errors become outcomes, so no adapter can classify a read timeout as "safe to
-retry" by accident.
-
-Send outcomes (`SendResult`)::
-
-    Accepted       the provider took it; here is its message id
-    Retryable      the provider certainly did NOT process it (429, refused)
-    Rejected       permanent; never retry this message as is
-    Indeterminate  it may have reached the provider: reconcile by lookup
-                   (status / find_by_key) before any new attempt
-
-Exceptions::
-
-    ProviderError               root of this layer
-    ├── InvalidSignature        webhook unsigned, badly signed or stale
-    ├── ProviderConfigError     misconfigured, or asked for what it cannot do
-    └── ProviderUnavailable     a lookup could not get an answer; this is NOT
-                                "no such message" (that is a None result)
+retry" by accident. What the steps take and return lives in
+`tidings.providers.messages` and `tidings.providers.outcomes`, what they
+raise in `tidings.providers.errors`; adapters are found by name through
+`tidings.providers.registry`.
 """
 
 from __future__ import annotations
@@ -29,18 +16,33 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import hmac
-import importlib
-import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from enum import StrEnum
-from types import MappingProxyType
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import httpx
+
+from tidings.domain.redaction import redact_text
+from tidings.providers.errors import ProviderConfigError, ProviderUnavailable
+from tidings.providers.messages import (
+    AttachmentLoader,
+    AttachmentRef,
+    InboundMessage,
+    OutboundMessage,
+    WebhookRequest,
+)
+from tidings.providers.outcomes import (
+    Accepted,
+    Indeterminate,
+    Observation,
+    ObservedStatus,
+    RejectCode,
+    Rejected,
+    Retryable,
+    SendResult,
+)
 
 DEFAULT_TIMEOUT = 10.0
 # How long an idle connection is kept for reuse: under the 5 s after which
@@ -48,211 +50,9 @@ DEFAULT_TIMEOUT = 10.0
 # request could go out on a connection the server was closing, and come
 # back as a disconnect: an unknown outcome to reconcile, for nothing.
 KEEPALIVE_SECONDS = 4.0
-Channel = Literal["sms", "email"]
-
-
-class ObservedStatus(StrEnum):
-    accepted = "accepted"  # queued, sending or sent at the provider
-    delivered = "delivered"
-    undelivered = "undelivered"  # non-delivery that a resend may fix
-    failed = "failed"  # permanent
-    unknown = "unknown"
-
-
-class RejectCode(StrEnum):
-    INVALID_DESTINATION = "INVALID_DESTINATION"
-    OPTED_OUT = "OPTED_OUT"
-    NOT_SMS_CAPABLE = "NOT_SMS_CAPABLE"
-    UNREACHABLE = "UNREACHABLE"
-    CARRIER_FILTERED = "CARRIER_FILTERED"
-    BOUNCED = "BOUNCED"
-    COMPLAINT = "COMPLAINT"
-    CONTENT_REJECTED = "CONTENT_REJECTED"
-    ATTACHMENT_TOO_LARGE = "ATTACHMENT_TOO_LARGE"
-    AUTH_FAILED = "AUTH_FAILED"
-    RATE_LIMITED = "RATE_LIMITED"
-    PROVIDER_ERROR = "PROVIDER_ERROR"
-    TIMEOUT = "TIMEOUT"
-    NOT_FOUND = "NOT_FOUND"
-    UNKNOWN = "UNKNOWN"
-
-
-class ProviderError(Exception):
-    """Root of the provider layer; carries the HTTP status and body when known."""
-
-    def __init__(self, message: str, *, status_code: int | None = None, body: str | None = None):
-        super().__init__(message)
-        self.status_code = status_code
-        self.body = body
-
-
-class InvalidSignature(ProviderError):
-    pass
-
-
-class ProviderConfigError(ProviderError):
-    pass
-
-
-class ProviderUnavailable(ProviderError):
-    pass
-
-
-class AttachmentTooLarge(ProviderError):
-    """An attachment past TIDINGS_MAX_ATTACHMENT_BYTES: raised before any
-    request, so certainly not sent, and no retry will make it smaller."""
-
-
-# --- messages, results, observations --------------------------------------
-
-
-@dataclass(frozen=True)
-class AttachmentRef:
-    id: str
-    revision: int
-    filename: str
-    content_type: str
-    url_or_path: str
-
-
-AttachmentLoader = Callable[[AttachmentRef], bytes]
-
-
-@dataclass(frozen=True)
-class OutboundMessage:
-    channel: Channel
-    # Destination and rendered body stay out of repr so they never reach a log.
-    to: str = field(repr=False)
-    body: str = field(repr=False)
-    subject: str | None = field(default=None, repr=False)
-    sender: str | None = None
-    attachments: tuple[AttachmentRef, ...] = ()
-    provider_template_id: str | None = None
-    metadata: Mapping[str, str] = field(default_factory=dict, hash=False)
-    validity_seconds: int | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
-
-
-@dataclass(frozen=True)
-class Accepted:
-    provider_message_id: str
-    status: ObservedStatus = ObservedStatus.accepted
-    raw_status: str = ""
-
-
-@dataclass(frozen=True)
-class Retryable:
-    code: RejectCode
-    retry_after_seconds: float | None = None
-    detail: str = ""
-    http_status: int | None = None
-
-
-@dataclass(frozen=True)
-class Rejected:
-    code: RejectCode
-    detail: str = ""
-    http_status: int | None = None
-
-
-@dataclass(frozen=True)
-class Indeterminate:
-    code: RejectCode
-    detail: str = ""
-    http_status: int | None = None
-
-
-SendResult = Accepted | Retryable | Rejected | Indeterminate
-
-
-@dataclass(frozen=True)
-class Observation:
-    provider: str
-    provider_message_id: str | None
-    attempt_key: str | None
-    status: ObservedStatus
-    code: str | None
-    raw_status: str
-    occurred_at: datetime | None
-    dedupe_key: str
-    raw: Mapping[str, Any] = field(default_factory=dict, hash=False)
-    raw_code: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.occurred_at is not None and self.occurred_at.utcoffset() is None:
-            raise ValueError("Observation.occurred_at must be timezone-aware")
-        # Redacting here, not in each adapter, means no adapter can forget.
-        object.__setattr__(self, "raw", redact(dict(self.raw)))
-
-
-class Headers(Mapping[str, str]):
-    """Read-only header mapping with case-insensitive names, as HTTP defines them."""
-
-    def __init__(self, items: Mapping[str, str] | Iterable[tuple[str, str]] = ()):
-        pairs = items.items() if isinstance(items, Mapping) else items
-        self._items = {name.lower(): value for name, value in pairs}
-
-    def __getitem__(self, name: str) -> str:
-        return self._items[name.lower()]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __repr__(self) -> str:
-        return f"Headers({self._items!r})"
-
-
-@dataclass(frozen=True)
-class InboundMessage:
-    """A message a recipient sent us (a STOP, a START), verified."""
-
-    sender: str = field(repr=False)
-    text: str = field(repr=False)
-
-
-@dataclass(frozen=True)
-class WebhookRequest:
-    method: str
-    url: str  # the full URL as received: some signatures cover it (Twilio)
-    headers: Mapping[str, str] = field(default_factory=dict, hash=False)
-    body: bytes = field(default=b"", repr=False)
-    query: Mapping[str, str] = field(default_factory=dict, hash=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "headers", Headers(self.headers))
-        object.__setattr__(self, "query", MappingProxyType(dict(self.query)))
 
 
 # --- helpers shared by adapters --------------------------------------------
-
-REDACTED = "[redacted]"
-_DESTINATION_KEYS = frozenset(
-    {"to", "destination", "recipient", "phone", "phone_number", "email", "email_address"}
-    | {"destinationphonenumber", "phonenumber", "address"}
-)
-# RFC 5322 atext in the local part; over-redacting a neighbouring quote is fine.
-_EMAIL = re.compile(r"[\w!#$%&'*+/=?^`{|}~.-]+@[\w-]+(?:\.[\w-]+)+")
-_PHONE = re.compile(r"\+\d[\d \-]{6,18}\d")
-
-
-def redact(value: Any) -> Any:
-    """Copy `value` with destinations masked: by key name, and by shape inside strings."""
-    if isinstance(value, Mapping):
-        return {k: REDACTED if _is_destination_key(k) else redact(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [redact(item) for item in value]
-    if isinstance(value, str):
-        return _PHONE.sub(REDACTED, _EMAIL.sub(REDACTED, value))
-    return value
-
-
-def _is_destination_key(key: object) -> bool:
-    return isinstance(key, str) and key.lower().replace("-", "_") in _DESTINATION_KEYS
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
@@ -515,35 +315,8 @@ def _transport_code(exc: BaseException) -> RejectCode:
 
 
 def _detail(response: httpx.Response) -> str:
-    return f"HTTP {response.status_code}: {redact(response.text[:500])}"
+    return f"HTTP {response.status_code}: {redact_text(response.text[:500])}"
 
 
 def _error_info(response: httpx.Response) -> dict[str, Any]:
-    return {"status_code": response.status_code, "body": redact(response.text[:500])}
-
-
-# --- registry ---------------------------------------------------------------
-
-AdapterFactory = Callable[[Mapping[str, Any]], ProviderAdapter]
-_FACTORIES: dict[str, AdapterFactory] = {}
-# Built-in adapters register themselves on import; this lets `create` find
-# them without every caller importing every adapter module first.
-_BUILTIN_MODULES = {"simulator": "tidings.providers.simulator_adapter"}
-
-
-def register(name: str, factory: AdapterFactory) -> None:
-    _FACTORIES[name] = factory
-
-
-def registered() -> frozenset[str]:
-    return frozenset(_FACTORIES) | frozenset(_BUILTIN_MODULES)
-
-
-def create(name: str, settings: Mapping[str, Any]) -> ProviderAdapter:
-    if name not in _FACTORIES and name in _BUILTIN_MODULES:
-        importlib.import_module(_BUILTIN_MODULES[name])
-    try:
-        factory = _FACTORIES[name]
-    except KeyError:
-        raise ProviderConfigError(f"no provider adapter named {name!r}") from None
-    return factory(settings)
+    return {"status_code": response.status_code, "body": redact_text(response.text[:500])}

@@ -27,24 +27,23 @@ from urllib.parse import quote
 import httpx
 
 from tidings.providers import settings as cfg
-from tidings.providers.base import (
-    DEFAULT_TIMEOUT,
-    Accepted,
+from tidings.providers.base import DEFAULT_TIMEOUT, HttpProviderAdapter, HttpRequest, stable_key
+from tidings.providers.errors import ProviderConfigError
+from tidings.providers.messages import (
     AttachmentLoader,
     AttachmentRef,
-    HttpProviderAdapter,
-    HttpRequest,
+    OutboundMessage,
+    WebhookRequest,
+)
+from tidings.providers.outcomes import (
+    Accepted,
     Indeterminate,
     Observation,
     ObservedStatus,
-    OutboundMessage,
-    ProviderConfigError,
     RejectCode,
     SendResult,
-    WebhookRequest,
-    register,
-    stable_key,
 )
+from tidings.providers.registry import register
 
 SMS_PREFIX = "sms:"
 

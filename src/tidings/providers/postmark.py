@@ -27,25 +27,17 @@ from urllib.parse import quote
 import httpx
 
 from tidings.providers import settings as cfg
-from tidings.providers.base import (
-    DEFAULT_TIMEOUT,
-    Accepted,
+from tidings.providers.base import DEFAULT_TIMEOUT, HttpProviderAdapter, HttpRequest, stable_key
+from tidings.providers.correlation import chunk, unchunk
+from tidings.providers.errors import InvalidSignature, ProviderConfigError, ProviderError
+from tidings.providers.messages import (
     AttachmentLoader,
     AttachmentRef,
-    HttpProviderAdapter,
-    HttpRequest,
-    InvalidSignature,
-    Observation,
-    ObservedStatus,
     OutboundMessage,
-    ProviderConfigError,
-    ProviderError,
-    RejectCode,
     WebhookRequest,
-    register,
-    stable_key,
 )
-from tidings.providers.correlation import chunk, unchunk
+from tidings.providers.outcomes import Accepted, Observation, ObservedStatus, RejectCode
+from tidings.providers.registry import register
 
 DEFAULT_BASE_URL = "https://api.postmarkapp.com"
 TOKEN_HEADER = "X-Postmark-Server-Token"

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from tidings.config import Settings
-from tidings.providers.base import ProviderAdapter, ProviderConfigError
+from tidings.providers.base import ProviderAdapter
+from tidings.providers.errors import ProviderConfigError
 from tidings.providers.simulator import DEFAULT_WEBHOOK_SECRET
 from tidings.providers.simulator_adapter import SimulatorAdapter
 

@@ -32,24 +32,22 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from tidings.providers import settings as cfg
 from tidings.providers.base import (
     DEFAULT_TIMEOUT,
-    Accepted,
-    AttachmentLoader,
     HttpProviderAdapter,
     HttpRequest,
-    InvalidSignature,
+    parse_retry_after,
+    stable_key,
+)
+from tidings.providers.errors import InvalidSignature, ProviderConfigError, ProviderError
+from tidings.providers.messages import AttachmentLoader, OutboundMessage, WebhookRequest
+from tidings.providers.outcomes import (
+    Accepted,
     Observation,
     ObservedStatus,
-    OutboundMessage,
-    ProviderConfigError,
-    ProviderError,
     RejectCode,
     Retryable,
     SendResult,
-    WebhookRequest,
-    parse_retry_after,
-    register,
-    stable_key,
 )
+from tidings.providers.registry import register
 
 DEFAULT_BASE_URL = "https://api.sendgrid.com"
 SIGNATURE_HEADER = "X-Twilio-Email-Event-Webhook-Signature"

@@ -18,22 +18,12 @@ from botocore.exceptions import ClientError
 
 from tidings.providers import settings as cfg
 from tidings.providers.aws_base import AwsAdapter, boto_client, error_parts
-from tidings.providers.base import (
-    DEFAULT_TIMEOUT,
-    AttachmentLoader,
-    Observation,
-    ObservedStatus,
-    OutboundMessage,
-    ProviderConfigError,
-    ProviderError,
-    RejectCode,
-    Rejected,
-    SendResult,
-    WebhookRequest,
-    register,
-    stable_key,
-)
+from tidings.providers.base import DEFAULT_TIMEOUT, stable_key
 from tidings.providers.correlation import carry, escape_tag, unescape_tag
+from tidings.providers.errors import ProviderConfigError, ProviderError
+from tidings.providers.messages import AttachmentLoader, OutboundMessage, WebhookRequest
+from tidings.providers.outcomes import Observation, ObservedStatus, RejectCode, Rejected, SendResult
+from tidings.providers.registry import register
 from tidings.providers.sns_signature import SnsVerifier, sns_verifier_from
 
 TAG_NAME = "tidings_attempt"

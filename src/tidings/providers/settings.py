@@ -16,13 +16,10 @@ from typing import Any
 
 import httpx
 
-from tidings.providers.base import (
-    DEFAULT_TIMEOUT,
-    AttachmentLoader,
-    ProviderAdapter,
-    ProviderConfigError,
-    create,
-)
+from tidings.providers.base import DEFAULT_TIMEOUT, ProviderAdapter
+from tidings.providers.errors import ProviderConfigError
+from tidings.providers.messages import AttachmentLoader
+from tidings.providers.registry import create
 
 # Adapters register themselves on import; `create` alone knows only the built-ins.
 PROVIDER_MODULES: Mapping[str, str] = {

@@ -21,24 +21,21 @@ import httpx
 
 from tidings.providers.base import (
     DEFAULT_TIMEOUT,
-    Accepted,
-    AttachmentLoader,
-    AttachmentRef,
     HttpProviderAdapter,
     HttpRequest,
-    InboundMessage,
-    InvalidSignature,
-    Observation,
-    ObservedStatus,
-    OutboundMessage,
-    ProviderConfigError,
-    ProviderError,
-    RejectCode,
-    WebhookRequest,
-    register,
     same_digest,
     stable_key,
 )
+from tidings.providers.errors import InvalidSignature, ProviderConfigError, ProviderError
+from tidings.providers.messages import (
+    AttachmentLoader,
+    AttachmentRef,
+    InboundMessage,
+    OutboundMessage,
+    WebhookRequest,
+)
+from tidings.providers.outcomes import Accepted, Observation, ObservedStatus, RejectCode
+from tidings.providers.registry import register
 from tidings.providers.simulator import SimulatorCore
 from tidings.providers.simulator.receipts import render
 
@@ -279,9 +276,10 @@ class InProcessSimulatorAdapter(SimulatorAdapter):
         if channel and request.data is None and not request.params:
             # A send's body goes to the core as the wire would carry it (JSON
             # through and back: a copy, and an error for what JSON cannot
-            # hold) without an httpx.Request around it, whose building was a
-            # tenth of a dispatch's Python time (bench/results, profile).
-            # Its answer is the same httpx.Response the HTTP adapter reads.
+            # hold) without an httpx.Request around it, whose building is a
+            # visible share of a dispatch's Python time (docs/benchmarks.md,
+            # "Measurements behind the code"). Its answer is the same
+            # httpx.Response the HTTP adapter reads.
             response = self._transport.send(channel, json.loads(json.dumps(request.json)))
             response.read()
             return response

@@ -33,24 +33,21 @@ from email.message import EmailMessage
 from email.utils import parseaddr
 from typing import Any, Literal
 
+from tidings.domain.redaction import redact_text
 from tidings.providers import settings as cfg
-from tidings.providers.base import (
-    DEFAULT_TIMEOUT,
+from tidings.providers.base import DEFAULT_TIMEOUT, ProviderAdapter
+from tidings.providers.errors import ProviderConfigError
+from tidings.providers.messages import AttachmentLoader, OutboundMessage, WebhookRequest
+from tidings.providers.outcomes import (
     Accepted,
-    AttachmentLoader,
     Indeterminate,
     Observation,
-    OutboundMessage,
-    ProviderAdapter,
-    ProviderConfigError,
     RejectCode,
     Rejected,
     Retryable,
     SendResult,
-    WebhookRequest,
-    redact,
-    register,
 )
+from tidings.providers.registry import register
 
 Step = Literal["connect", "hello", "auth", "mail", "rcpt", "data", "content"]
 AUTH_REPLIES = frozenset({530, 534, 535, 538})
@@ -224,7 +221,7 @@ def _after_content(reply: SmtpReply) -> SendResult:
         code = (
             RejectCode.TIMEOUT if "timed out" in reply.text.lower() else RejectCode.PROVIDER_ERROR
         )
-        return Indeterminate(code, f"no final reply to DATA: {redact(reply.text)}")
+        return Indeterminate(code, f"no final reply to DATA: {redact_text(reply.text)}")
     if reply.code == 250:
         return Accepted(reply.message_id, raw_status=f"{reply.code} {reply.text}")
     return _refused(reply)
@@ -232,12 +229,14 @@ def _after_content(reply: SmtpReply) -> SendResult:
 
 def _before_content(reply: SmtpReply) -> SendResult:
     if reply.code is None:
-        return Retryable(RejectCode.PROVIDER_ERROR, None, f"{reply.step}: {redact(reply.text)}")
+        return Retryable(
+            RejectCode.PROVIDER_ERROR, None, f"{reply.step}: {redact_text(reply.text)}"
+        )
     return _refused(reply)
 
 
 def _refused(reply: SmtpReply) -> SendResult:
-    detail = f"{reply.step}: {reply.code} {redact(reply.text)}"
+    detail = f"{reply.step}: {reply.code} {redact_text(reply.text)}"
     code = reply.code or 0
     if 400 <= code < 500:
         rate = any(word in reply.text.lower() for word in _RATE_WORDS)

@@ -22,19 +22,18 @@ from botocore.exceptions import ClientError, HTTPClientError, ParamValidationErr
 
 from tidings.providers import settings as cfg
 from tidings.providers.aws_base import AwsAdapter, boto_client, error_parts
-from tidings.providers.base import (
-    DEFAULT_TIMEOUT,
+from tidings.providers.base import DEFAULT_TIMEOUT
+from tidings.providers.errors import ProviderConfigError
+from tidings.providers.messages import OutboundMessage, WebhookRequest
+from tidings.providers.outcomes import (
     Indeterminate,
     Observation,
-    OutboundMessage,
-    ProviderConfigError,
     RejectCode,
     Rejected,
     Retryable,
     SendResult,
-    WebhookRequest,
-    register,
 )
+from tidings.providers.registry import register
 
 SMS_TYPES = {"transactional": "Transactional", "promotional": "Promotional"}
 PROMOTIONAL_PURPOSES = frozenset({"marketing", "promotional", "broadcast"})

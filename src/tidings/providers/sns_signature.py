@@ -44,8 +44,8 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import NameOID
 
 from tidings.providers import settings as cfg
-from tidings.providers.base import (
-    DEFAULT_TIMEOUT,
+from tidings.providers.base import DEFAULT_TIMEOUT
+from tidings.providers.errors import (
     InvalidSignature,
     ProviderConfigError,
     ProviderError,
@@ -239,11 +239,6 @@ def sns_verifier_from(settings: Mapping[str, Any], provider: str) -> SnsVerifier
             settings, "sns_max_age_seconds", DEFAULT_MAX_AGE_SECONDS, provider
         ),
     )
-
-
-def string_to_sign(doc: Mapping[str, Any]) -> bytes:
-    """The bytes SNS signs for this message (exposed for tests that sign messages)."""
-    return _string_to_sign(doc, _signed_fields(doc))
 
 
 def _parse(body: bytes) -> dict[str, Any]:

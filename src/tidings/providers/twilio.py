@@ -27,25 +27,23 @@ import httpx
 from tidings.providers import settings as cfg
 from tidings.providers.base import (
     DEFAULT_TIMEOUT,
-    Accepted,
     HttpProviderAdapter,
     HttpRequest,
-    InboundMessage,
-    InvalidSignature,
-    Observation,
-    ObservedStatus,
-    OutboundMessage,
-    ProviderConfigError,
-    ProviderError,
-    RejectCode,
-    Retryable,
-    SendResult,
-    WebhookRequest,
     parse_retry_after,
-    register,
     same_digest,
     stable_key,
 )
+from tidings.providers.errors import InvalidSignature, ProviderConfigError, ProviderError
+from tidings.providers.messages import InboundMessage, OutboundMessage, WebhookRequest
+from tidings.providers.outcomes import (
+    Accepted,
+    Observation,
+    ObservedStatus,
+    RejectCode,
+    Retryable,
+    SendResult,
+)
+from tidings.providers.registry import register
 
 DEFAULT_BASE_URL = "https://api.twilio.com"
 API_PATH = "/2010-04-01/Accounts/{sid}"

@@ -29,30 +29,30 @@ from urllib.parse import parse_qsl
 
 import httpx
 
+from tidings.domain.redaction import REDACTED
 from tidings.domain.segments import is_gsm7
 from tidings.providers import settings as cfg
 from tidings.providers.base import (
     DEFAULT_TIMEOUT,
-    REDACTED,
-    Accepted,
     HttpProviderAdapter,
     HttpRequest,
-    Indeterminate,
-    InvalidSignature,
-    Observation,
-    ObservedStatus,
-    OutboundMessage,
-    ProviderConfigError,
-    RejectCode,
-    Rejected,
-    Retryable,
-    SendResult,
-    WebhookRequest,
-    register,
     same_digest,
     stable_key,
 )
 from tidings.providers.correlation import carry, recover
+from tidings.providers.errors import InvalidSignature, ProviderConfigError
+from tidings.providers.messages import OutboundMessage, WebhookRequest
+from tidings.providers.outcomes import (
+    Accepted,
+    Indeterminate,
+    Observation,
+    ObservedStatus,
+    RejectCode,
+    Rejected,
+    Retryable,
+    SendResult,
+)
+from tidings.providers.registry import register
 
 DEFAULT_BASE_URL = "https://rest.nexmo.com"
 CLIENT_REF_LIMIT = 100

@@ -23,8 +23,6 @@ from tidings.vault import Vault
 
 Conn = psycopg.Connection[Any]
 
-CONSENT_SOURCES_MAX = 200
-
 
 @dataclass(frozen=True)
 class ConsentRecord:

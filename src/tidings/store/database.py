@@ -111,7 +111,8 @@ def records(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     planner how many rows come.
 
     One json.dumps in C, where psycopg dumps an array per column element by
-    element in Python: 6 µs a row against 23 for a transition's 16 fields.
+    element in Python, several times slower for a transition's 16 fields
+    (docs/benchmarks.md, "Measurements behind the code").
     """
     return {"rows": Jsonb(list(rows), dumps=_dumps), "count": len(rows)}
 

@@ -35,10 +35,3 @@ def embedded_url(home: Path) -> str:
             server = pgserver.get_server(pgdata, cleanup_mode="stop")  # type: ignore[attr-defined]
             _servers[pgdata] = server
     return str(server.get_uri())  # type: ignore[attr-defined]
-
-
-def stop_all() -> None:
-    with _lock:
-        for server in _servers.values():
-            server.cleanup()  # type: ignore[attr-defined]
-        _servers.clear()

@@ -15,9 +15,9 @@ from typing import Any
 import psycopg
 
 from tidings.domain.errors import Conflict, InvalidInput
-from tidings.domain.policy import Policy, PolicyError, parse_policy
+from tidings.domain.policy_document import Policy, PolicyError, parse_policy
 from tidings.policies import builtin_document
-from tidings.store.database import fetch_one
+from tidings.store.database import Row, fetch_all, fetch_one
 
 Conn = psycopg.Connection[Any]
 
@@ -84,3 +84,8 @@ def _parsed(tenant_id: str, version: str, document: Mapping[str, Any]) -> Policy
         if policy is None:
             policy = _cache[(tenant_id, version)] = parse_policy(document)
         return policy
+
+
+def versions(conn: Conn, tenant_id: str) -> list[Row]:
+    """The tenant's published versions, newest first."""
+    return fetch_all(conn, "policies_list", {"tenant_id": tenant_id})

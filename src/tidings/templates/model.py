@@ -21,7 +21,6 @@ from types import MappingProxyType
 from typing import Any, Final, Literal
 
 Channel = Literal["sms", "email"]
-AttachmentPolicy = Literal["none", "optional", "required"]
 Severity = Literal["error", "warning"]
 
 CHANNELS: Final[frozenset[str]] = frozenset({"sms", "email"})

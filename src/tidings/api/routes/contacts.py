@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from tidings.api.auth import Sender
 from tidings.api.openapi import NOT_FOUND, WITH_BODY, responses
-from tidings.api.schemas import JsonObject, Moment, RequestModel, Text
+from tidings.api.schemas.common import JsonObject, Moment, RequestModel, Text
 from tidings.domain.errors import NotFound
 from tidings.store import contacts
 from tidings.store.contacts import ConsentRecord

@@ -8,8 +8,9 @@ from fastapi import APIRouter
 
 from tidings.api.auth import Admin, Caller
 from tidings.api.openapi import WITH_BODY, responses
-from tidings.api.schemas import ControlIn, ControlList, ControlOut, ControlScope
-from tidings.store.database import Row, fetch_all
+from tidings.api.schemas.admin import ControlIn, ControlList, ControlOut, ControlScope
+from tidings.store import controls
+from tidings.store.database import Row
 
 router = APIRouter(prefix="/v1/controls", tags=["controls"])
 
@@ -42,7 +43,7 @@ def _set(caller: Caller, kind: str, body: ControlIn) -> ControlOut:
 
 def _rows(caller: Caller) -> list[Row]:
     with caller.tidings.db.transaction() as conn:
-        return fetch_all(conn, "controls_of", {"tenant_id": caller.tenant})
+        return controls.controls_of(conn, caller.tenant)
 
 
 def _out(row: Row) -> ControlOut:

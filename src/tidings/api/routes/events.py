@@ -9,7 +9,8 @@ from pydantic import BaseModel, Field
 
 from tidings.api.auth import Admin, Reader
 from tidings.api.openapi import WITH_BODY, responses
-from tidings.api.schemas import EventOut, EventPage, RequestModel, Text
+from tidings.api.schemas.common import RequestModel, Text
+from tidings.api.schemas.events import EventOut, EventPage
 from tidings.store import events
 from tidings.store.events import MAX_LIMIT, START, Cursor
 

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends
 from tidings.api.auth import engine
 from tidings.api.openapi import responses
 from tidings.api.problems import Unavailable
-from tidings.api.schemas import Health
+from tidings.api.schemas.events import Health
 from tidings.client import Tidings
 
 router = APIRouter(tags=["health"])

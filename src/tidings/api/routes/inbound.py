@@ -22,14 +22,10 @@ from tidings.api.problems import InvalidWebhook, InvalidWebhookSignature
 from tidings.api.routes.webhooks import _ANY_BODY, not_configured, webhook_request
 from tidings.client import Tidings
 from tidings.domain.errors import InvalidInput, NotFound
-from tidings.providers.base import (
-    InvalidSignature,
-    ProviderAdapter,
-    ProviderConfigError,
-    ProviderError,
-    WebhookRequest,
-)
-from tidings.store.database import fetch_one
+from tidings.providers.base import ProviderAdapter
+from tidings.providers.errors import InvalidSignature, ProviderConfigError, ProviderError
+from tidings.providers.messages import WebhookRequest
+from tidings.store import tenants
 
 router = APIRouter(prefix="/v1/inbound", tags=["webhooks"])
 
@@ -81,7 +77,7 @@ def _inbound_tenant(root: Tidings, request: Request) -> str:
         # it is refused rather than act for a tenant the caller did not mean.
         raise InvalidWebhook("the inbound tenant is configured on the server, not in the URL")
     with root.db.transaction() as conn:
-        row = fetch_one(conn, "tenant_exists", {"tenant_id": tenant})
-    if not (row and row["found"]):
+        found = tenants.exists(conn, tenant)
+    if not found:
         raise NotFound("no tenant is configured for inbound messages")
     return tenant

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Response
 
 from tidings.api.auth import Caller, Reader, Sender
 from tidings.api.openapi import NOT_FOUND, WITH_BODY, responses
-from tidings.api.schemas import CancelIn, IntentIn, IntentOut, Timeline, TimelineEntryOut
+from tidings.api.schemas.intents import CancelIn, IntentIn, IntentOut, Timeline, TimelineEntryOut
 from tidings.domain.intent import Intent
 from tidings.intake import IntentRequest, create_or_replay
 from tidings.store import ledger

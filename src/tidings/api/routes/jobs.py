@@ -11,7 +11,8 @@ from pydantic import BaseModel, Field
 
 from tidings.api.auth import Reader, Sender
 from tidings.api.openapi import NOT_FOUND, WITH_BODY, responses
-from tidings.api.schemas import JsonObject, Moment, RequestModel, TemplateRef, Text
+from tidings.api.schemas.common import JsonObject, Moment, RequestModel, Text
+from tidings.api.schemas.intents import TemplateRef
 from tidings.jobs.freeze import create_job
 from tidings.jobs.request import parse_job
 

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Path
 
 from tidings.api.auth import Admin, Caller
 from tidings.api.openapi import WITH_BODY, responses
-from tidings.api.schemas import KeyCreated, KeyIn, KeyList, KeyOut
+from tidings.api.schemas.admin import KeyCreated, KeyIn, KeyList, KeyOut
 from tidings.domain.errors import InvalidInput, NotFound
 from tidings.store import api_keys
 from tidings.store.database import Row

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from tidings.api.auth import Admin
 from tidings.api.openapi import WITH_BODY, responses
 from tidings.api.problems import InvalidRequest
-from tidings.api.schemas import (
+from tidings.api.schemas.admin import (
     TemplateIn,
     TemplateList,
     TemplateOut,

@@ -19,19 +19,19 @@ from fastapi import APIRouter, Depends, Path, Request
 from tidings.api.auth import engine
 from tidings.api.openapi import responses
 from tidings.api.problems import InvalidWebhook, InvalidWebhookSignature, Unavailable
-from tidings.api.schemas import WebhookReceived
+from tidings.api.schemas.events import WebhookReceived
 from tidings.client import Tidings
 from tidings.dispatch.observe import apply_observation
 from tidings.domain.errors import NotFound
-from tidings.providers.base import (
+from tidings.providers.base import ProviderAdapter
+from tidings.providers.errors import (
     InvalidSignature,
-    Observation,
-    ProviderAdapter,
     ProviderConfigError,
     ProviderError,
     ProviderUnavailable,
-    WebhookRequest,
 )
+from tidings.providers.messages import WebhookRequest
+from tidings.providers.outcomes import Observation
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
 log = logging.getLogger("tidings.webhooks")

@@ -59,7 +59,7 @@ CREATE TABLE intents (
     lease_owner       text,
     lease_expires_at  timestamptz,
     created_by        text        NOT NULL,
-    -- The four ledger timestamps (seed 002): intent created, provider
+    -- The four ledger timestamps (R002.2, docs/requirements.md): intent created, provider
     -- accepted, last status observed, terminal state observed.
     created_at        timestamptz NOT NULL,
     accepted_at       timestamptz,
@@ -461,7 +461,7 @@ ALTER TABLE intents ADD COLUMN report_revision integer;
 CREATE INDEX intents_job_recipients ON intents (tenant_id, job_id, job_seq, channel)
     WHERE job_id IS NOT NULL;
 
--- Operator alerts (seed 002): opened by the sweeper when a condition holds
+-- Operator alerts (R002.1, docs/requirements.md): opened by the sweeper when a condition holds
 -- (unreconciled backlog past its objective, an expanding due backlog, an
 -- impossible transition), updated while it holds, resolved when it clears.
 -- Rows are kept after resolution: they are the incident history. The

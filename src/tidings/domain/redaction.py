@@ -1,13 +1,16 @@
 """Pure redaction of personal data in text and structured values.
 
-Used by the log pipeline (every string of every log line) and by anything
-that stores provider raw payloads.
+The one redactor of the project: the log pipeline runs every string of every
+log line through it, provider adapters run the raw payload of every
+observation and every error detail through it, the API runs problem details
+through it. One set of rules, one placeholder style.
 
 What is replaced in text:
 
 * e-mail addresses -> ``<email>`` (also URL-encoded ``name%40host.tld``);
 * phone numbers -> ``<phone>``: ``+`` followed by 7 or more digits (E.164,
-  separators allowed: ``+49 30 1234 5678``, ``+1 (555) 123-4567``) and
+  separators allowed: ``+49 30 1234 5678``, ``+1 (555) 123-4567``, even
+  doubled ones: ``+49  30--1234``) and
   national formats *with separators* (``(555) 123-4567``, ``555-123-4567``,
   ``030 1234567``, ``0171/1234567``, ``555.123.4567``) with 7+ digits.
 
@@ -24,8 +27,9 @@ What is deliberately kept:
   ``waitlist:771:1842:offer:1``).
 
 :func:`redact_value` walks dicts/lists/tuples; a value under a key in
-:data:`DROP_KEYS` (case-insensitive; also any key ending in ``_token``,
-``_password`` or ``_secret``) is replaced wholesale by ``<redacted>``.
+:data:`DROP_KEYS` (case-insensitive, ``-`` read as ``_``; also any key ending
+in ``_token``, ``_password`` or ``_secret``) is replaced wholesale by
+``<redacted>``.
 """
 
 from __future__ import annotations
@@ -65,6 +69,11 @@ DROP_KEYS: Final[frozenset[str]] = frozenset(
         "secret",
         "cc",
         "bcc",
+        # destinations under the names providers give them
+        "recipient",
+        "address",
+        "phonenumber",
+        "destinationphonenumber",
     }
 )
 _DROP_SUFFIXES: Final[tuple[str, ...]] = ("_token", "_password", "_secret")
@@ -108,6 +117,10 @@ _PHONE = re.compile(
     """,
     re.VERBOSE,
 )
+# International numbers written with irregular separators ("+49  30--1234"),
+# which the pattern above stops at; judged by the same 7-digit rule, and
+# tried first so that the national pass cannot leave the country code behind.
+_LOOSE_INTERNATIONAL = re.compile(r"\+\d[\d \-]{6,}\d")
 _DIGIT = re.compile(r"\d")
 _SEPARATOR = re.compile(r"[ \-./()]")
 
@@ -144,14 +157,23 @@ def _phone_repl(match: re.Match[str]) -> str:
     return text + tail
 
 
+def _loose_repl(match: re.Match[str]) -> str:
+    text = match.group(0)
+    return PHONE_PLACEHOLDER if len(_DIGIT.findall(text)) >= 7 else text
+
+
+def _redact_unprotected(text: str) -> str:
+    return _PHONE.sub(_phone_repl, _LOOSE_INTERNATIONAL.sub(_loose_repl, text))
+
+
 def _redact_phones(text: str) -> str:
     out: list[str] = []
     pos = 0
     for protected in _PROTECTED.finditer(text):
-        out.append(_PHONE.sub(_phone_repl, text[pos : protected.start()]))
+        out.append(_redact_unprotected(text[pos : protected.start()]))
         out.append(protected.group(0))
         pos = protected.end()
-    out.append(_PHONE.sub(_phone_repl, text[pos:]))
+    out.append(_redact_unprotected(text[pos:]))
     return "".join(out)
 
 
@@ -177,7 +199,8 @@ def redact_text(s: str) -> str:
 
 
 def is_drop_key(key: str) -> bool:
-    k = key.lower()
+    """Whether a value under ``key`` is personal data or a secret as a whole."""
+    k = key.lower().replace("-", "_")
     return k in DROP_KEYS or k.endswith(_DROP_SUFFIXES)
 
 

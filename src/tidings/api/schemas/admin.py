@@ -1,0 +1,163 @@
+"""Administration: templates, policies, delivery controls and API keys."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tidings.api.schemas.common import (
+    ChannelName,
+    Moment,
+    RequestModel,
+    Text,
+)
+
+
+class TemplateIn(RequestModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "waitlist_offer",
+                    "channel": "sms",
+                    "locale": "en",
+                    "body": "A spot opened in {{ class_name }}. Reply by {{ deadline }}.",
+                    "required_variables": ["class_name", "deadline"],
+                }
+            ]
+        },
+    )
+
+    # Loosely typed on purpose: the deploy gate lists every problem at once
+    # (INVALID_CHANNEL, INVALID_LOCALE, ...) instead of stopping at the first.
+    name: Text = Field(max_length=200)
+    channel: Text = Field(max_length=20, examples=["sms"])
+    locale: Text = Field(default="en", max_length=35)
+    subject: Text | None = Field(default=None, max_length=998)
+    body: Text = Field(max_length=65_536)
+    html_body: Text | None = Field(default=None, max_length=262_144)
+    required_variables: list[Annotated[Text, Field(max_length=100)]] = Field(
+        default_factory=list, max_length=100
+    )
+    attachment_policy: Text = Field(default="none", max_length=20)
+    provider_template_ids: dict[
+        Annotated[Text, Field(max_length=100)], Annotated[Text, Field(max_length=200)]
+    ] = Field(default_factory=dict)
+    required_providers: list[Annotated[Text, Field(max_length=100)]] = Field(
+        default_factory=list,
+        max_length=20,
+        description="Providers that will send this revision and need a provider template id",
+    )
+
+
+class TemplateProblem(BaseModel):
+    code: str
+    field: str
+    message: str
+    severity: str
+
+
+class TemplatePublished(BaseModel):
+    name: str
+    revision: int
+    channel: str
+    locale: str
+    content_hash: str
+    warnings: list[TemplateProblem]
+
+
+class TemplateOut(BaseModel):
+    name: str
+    revision: int
+    channel: str
+    locale: str
+    subject: str | None
+    body: str
+    html_body: str | None
+    required_variables: list[str]
+    attachment_policy: str
+    provider_template_ids: dict[str, str]
+    content_hash: str
+
+
+class TemplateList(BaseModel):
+    items: list[TemplateOut]
+
+
+class PolicyPublished(BaseModel):
+    version: str
+
+
+class PolicyOut(BaseModel):
+    version: str
+    name: str
+    published_at: datetime
+    published_by: str
+
+
+class PolicyList(BaseModel):
+    current: str | None = Field(description="The version new intents freeze; null before any")
+    items: list[PolicyOut]
+
+
+class ControlScope(RequestModel):
+    channel: ChannelName | None = None
+    country: str | None = Field(default=None, pattern=r"^[A-Za-z]{2}$")
+
+
+class ControlIn(RequestModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"enabled": True, "scope": {"channel": "sms", "country": "DE"}}]
+        },
+    )
+
+    enabled: bool
+    scope: ControlScope = Field(default_factory=ControlScope)
+
+
+class ControlOut(BaseModel):
+    kind: Literal["kill_switch", "shadow_mode"]
+    enabled: bool
+    scope: ControlScope
+    updated_at: datetime
+    updated_by: str
+
+
+class ControlList(BaseModel):
+    items: list[ControlOut]
+
+
+KeyScope = Literal["send", "read", "admin", "webhook"]
+MAX_KEY_SECONDS = 10 * 366 * 24 * 3600
+
+
+class KeyIn(RequestModel):
+    scopes: list[KeyScope] = Field(min_length=1, max_length=4)
+    name: Annotated[Text, Field(min_length=1, max_length=200)] = "api"
+    expires_at: Moment | None = Field(
+        default=None, description="When the key stops working; at most one of the two"
+    )
+    expires_in_seconds: int | None = Field(default=None, ge=60, le=MAX_KEY_SECONDS)
+
+
+class KeyOut(BaseModel):
+    key_id: str
+    name: str
+    scopes: list[str]
+    state: Literal["live", "expired", "revoked"]
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+
+class KeyCreated(KeyOut):
+    key: str = Field(description="The key itself: shown this once, never again")
+
+
+class KeyList(BaseModel):
+    items: list[KeyOut]

@@ -1,0 +1,33 @@
+"""Webhook receipts, the event feed and health."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, Field
+
+
+class WebhookReceived(BaseModel):
+    received: int = Field(description="Observations in the request")
+    effects: list[str] = Field(description="What each did: duplicate, unmatched, intent_...")
+
+
+class EventOut(BaseModel):
+    id: int
+    type: str
+    intent_id: UUID | None
+    job_id: UUID | None
+    payload: dict[str, Any]
+    created_at: datetime
+
+
+class EventPage(BaseModel):
+    items: list[EventOut]
+    next: str = Field(description="Opaque cursor: pass it as `after` to continue")
+    has_more: bool = Field(description="True when the page was full: ask again at once")
+
+
+class Health(BaseModel):
+    status: Literal["ok"]

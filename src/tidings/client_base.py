@@ -1,0 +1,58 @@
+"""What every part of the client shares: the runtime, the tenant it acts
+for, and the tenant row made on first write.
+
+`Tidings` (client.py) is assembled from parts by concept: intents there,
+contacts, jobs and configuration in `client_contacts.py`,
+`client_jobs.py` and `client_setup.py`.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from tidings.config import Settings
+from tidings.domain.clock import Clock
+from tidings.domain.errors import NotFound
+from tidings.runtime import Runtime
+from tidings.store import ledger
+from tidings.store.database import Database
+from tidings.vault import Vault
+
+
+class ClientBase:
+    runtime: Runtime
+    tenant: str
+    _tenant_ready: bool
+
+    @property
+    def db(self) -> Database:
+        return self.runtime.db
+
+    @property
+    def clock(self) -> Clock:
+        return self.runtime.clock
+
+    @property
+    def vault(self) -> Vault:
+        return self.runtime.vault
+
+    @property
+    def settings(self) -> Settings:
+        return self.runtime.settings
+
+    def _ensure_tenant(self) -> None:
+        # Committed on our own connection, so a caller's rollback never
+        # takes the tenant row with it.
+        if not self._tenant_ready:
+            with self.db.transaction() as conn:
+                ledger.ensure_tenant(conn, self.tenant)
+            self._tenant_ready = True
+
+
+def as_uuid(value: UUID | str) -> UUID:
+    if isinstance(value, UUID):
+        return value
+    try:
+        return UUID(str(value))
+    except ValueError:
+        raise NotFound(f"no intent {value}") from None

@@ -1,0 +1,106 @@
+"""The client's configuration of a tenant: templates, policies, controls
+and the event webhook."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tidings.client_base import ClientBase
+from tidings.domain.errors import InvalidInput
+from tidings.outbound import AddressPolicy
+from tidings.store import controls as control_store
+from tidings.store import event_webhooks
+from tidings.store import policies as policy_store
+from tidings.store import templates as template_store
+from tidings.templates.model import TemplateRevision
+from tidings.templates.validate import validate_revision
+
+
+class SetupMethods(ClientBase):
+    def publish_template(
+        self,
+        name: str,
+        *,
+        channel: str,
+        body: str,
+        locale: str = "en",
+        subject: str | None = None,
+        html_body: str | None = None,
+        required_variables: tuple[str, ...] | list[str] = (),
+        attachment_policy: str = "none",
+        provider_template_ids: Mapping[str, str] | None = None,
+        required_providers: tuple[str, ...] = (),
+        actor: str = "library",
+    ) -> TemplateRevision:
+        """Publish an immutable revision; the same content returns the latest."""
+        draft = TemplateRevision(
+            tenant_id=self.tenant,
+            name=name,
+            revision=1,
+            channel=channel,
+            locale=locale,
+            subject=subject,
+            body=body,
+            html_body=html_body,
+            required_variables=tuple(required_variables),
+            attachment_policy=attachment_policy,
+            provider_template_ids=provider_template_ids or {},
+        )
+        found = validate_revision(draft, required_providers, self.settings.render_limits())
+        errors = [p for p in found if p.is_error]
+        if errors:
+            raise InvalidInput(f"template.{errors[0].field}", "; ".join(p.message for p in errors))
+        self._ensure_tenant()
+        with self.db.transaction() as conn:
+            return template_store.publish(conn, draft, self.clock.now(), actor)
+
+    def publish_policy(self, document: Mapping[str, Any], *, actor: str = "library") -> str:
+        """Publish an immutable policy version; new intents freeze it."""
+        self._ensure_tenant()
+        with self.db.transaction() as conn:
+            return policy_store.publish(
+                conn, self.tenant, document, self.clock.now(), actor
+            ).version
+
+    def set_control(
+        self,
+        kind: str,
+        enabled: bool,
+        *,
+        channel: str | None = None,
+        country: str | None = None,
+        actor: str = "library",
+    ) -> None:
+        """Kill switch or shadow mode, for all or one channel and country."""
+        if kind not in control_store.KINDS:
+            raise InvalidInput("kind", "use kill_switch or shadow_mode")
+        self._ensure_tenant()
+        with self.db.transaction() as conn:
+            control_store.set_control(
+                conn,
+                self.tenant,
+                kind,
+                enabled,
+                channel=channel,
+                country=country,
+                now=self.clock.now(),
+                actor=actor,
+            )
+
+    def set_event_webhook(self, url: str, secret: str) -> None:
+        """Push this tenant's application events, signed with `secret`, to `url`."""
+        if not url.startswith(("http://", "https://")):
+            raise InvalidInput("url", "must be an http(s) URL")
+        if len(secret) < 16:
+            raise InvalidInput("secret", "must be at least 16 characters")
+        # Loopback, private, metadata...: refused now, and again at each push.
+        AddressPolicy.from_env().check_url(url)
+        self._ensure_tenant()
+        with self.db.transaction() as conn:
+            encrypted = self.vault.encrypt(secret)
+            event_webhooks.set_webhook(conn, self.tenant, url, encrypted, self.clock.now())
+
+    def remove_event_webhook(self) -> None:
+        with self.db.transaction() as conn:
+            event_webhooks.delete_webhook(conn, self.tenant)

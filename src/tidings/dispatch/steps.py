@@ -1,0 +1,357 @@
+"""The worker's steps: claim, send, record; reconcile, sweep and the rest.
+
+Each step runs once and returns, so tests drive a worker with a manual
+clock; `dispatch/runner.py` runs them on threads. A send's group is
+recorded in one transaction, and a call starts only after a fresh read of
+its claim (`dispatch/recheck.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import threading
+import time
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+
+from tidings.dispatch import faults
+from tidings.dispatch.allowance import consume, spend_keys
+from tidings.dispatch.claim import Claimed, ClaimRequest, claim_batch
+from tidings.dispatch.event_push import EventPusher
+from tidings.dispatch.facts import recipient_facts
+from tidings.dispatch.gate import RecipientFacts
+from tidings.dispatch.message import Minter, PrepareError, TemplateCache, prepare
+from tidings.dispatch.minting import MintUnavailable
+from tidings.dispatch.provider_call import call_provider
+from tidings.dispatch.quarantine import UNREADABLE, claim_row_by_row
+from tidings.dispatch.recheck import GroupCheck, Verdict
+from tidings.dispatch.reconcile import run_checks
+from tidings.dispatch.record import (
+    IntentOutcome,
+    Sent,
+    record_limit_deferred,
+    record_prepare_failure,
+    record_released,
+    record_results,
+    record_withdrawn,
+)
+from tidings.dispatch.sweep import sweep
+from tidings.dispatch.window import Window
+from tidings.jobs.prepare import prepare_next
+from tidings.observability.alerts import AlertSweeper
+from tidings.observability.logging import log_context
+from tidings.observability.process_metrics import record_call_withheld
+from tidings.outbound import AddressPolicy, OutboundClient
+from tidings.providers.base import ProviderAdapter
+from tidings.providers.outcomes import RejectCode, Retryable
+from tidings.runtime import Runtime
+from tidings.store.database import Row, execute, fetch_all
+
+log = logging.getLogger("tidings.worker")
+MINT_RETRY_SECONDS = 30.0
+RECORD_TRIES = 3
+
+
+@dataclass
+class WorkerConfig:
+    batch_size: int = 256
+    concurrency: Mapping[str, int] = field(default_factory=lambda: {"sms": 8, "email": 8})
+    lease_seconds: float = 30.0
+    idle_wait: float = 1.0
+    maintenance_interval: float = 1.0
+    purge_interval: float = 3600.0
+    # See reconcile.NOT_RECEIVED_AFTER_SECONDS: must exceed the longest a
+    # provider may take to record a request that is already on its way.
+    not_received_after: float = 60.0
+    # A call starts only after a read of its intent's committed state that
+    # began at most this long before (dispatch/recheck.py); 0 reads before
+    # every call.
+    recheck_after: float = 0.05
+    # Event pushes go to tenants' own servers: a pool of their own, this
+    # many tenants at once, each request within this deadline overall.
+    event_push_concurrency: int = 4
+    event_push_deadline: float = 10.0
+    seed: int | None = None
+
+
+class WorkerSteps:
+    """A worker's state and its steps; `runner.Worker` adds the threads."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        adapters: Mapping[str, ProviderAdapter],
+        *,
+        config: WorkerConfig | None = None,
+        owner: str | None = None,
+        minters: Mapping[str, Minter] | None = None,
+        facts: RecipientFacts = recipient_facts,
+    ) -> None:
+        self.runtime = runtime
+        self.adapters = dict(adapters)  # channel -> adapter
+        self.by_name = {a.name: a for a in self.adapters.values()}
+        self.config = config or WorkerConfig()
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{id(self) & 0xFFFF:x}"
+        self.minters = dict(minters or {})
+        self.facts = facts
+        self.rng = random.Random(self.config.seed)
+        self.templates = TemplateCache(runtime.settings.render_limits())
+        self._windows = {
+            channel: Window(max(1, self.config.concurrency.get(channel, 4)), self.config.batch_size)
+            for channel in self.adapters
+        }
+        self._inflight: set[Any] = set()
+        self._inflight_lock = threading.Lock()
+        self._check: GroupCheck[Claimed] = GroupCheck(
+            self._read_claims, lambda c: c.intent.id, self.config.recheck_after
+        )
+        self.alerts = AlertSweeper(runtime)
+        self.event_pusher = EventPusher(
+            runtime.db,
+            runtime.vault,
+            runtime.clock,
+            OutboundClient(AddressPolicy.from_env(), self.config.event_push_deadline),
+            self.config.event_push_concurrency,
+        )
+
+    # --- one step at a time (tests drive these with a manual clock) -----
+
+    def dispatch_once(self, channel: str | None = None) -> int:
+        done = 0
+        for name in [channel] if channel else list(self.adapters):
+            claimed = self.claim(name, self.config.batch_size)
+            self._hold(claimed)
+            self.record([self.send(item) for item in claimed])
+            done += len(claimed)
+        return done
+
+    def claim(self, channel: str, limit: int) -> list[Claimed]:
+        request = ClaimRequest(
+            channel, limit, self.owner, self.config.lease_seconds, self.adapters[channel].name
+        )
+        read_at = time.monotonic()
+        try:
+            with self.runtime.db.transaction() as conn:
+                claimed = claim_batch(conn, request, self.runtime.clock.now(), self.facts)
+        except UNREADABLE as exc:
+            # One row of the batch cannot be read (invariant 11): claim it row
+            # by row, so that row is quarantined alone and the rest is sent.
+            log.warning("dispatch %s: unreadable batch (%s)", channel, type(exc).__name__)
+            claimed = claim_row_by_row(
+                self.runtime.db, request, self.runtime.clock.now(), self.facts
+            )
+        self._check.claimed(claimed, read_at)
+        if claimed:
+            faults.point("after_claim")
+        return claimed
+
+    def send_and_record(self, claimed: Claimed) -> str:
+        self._hold([claimed])
+        return self.record([self.send(claimed)])[0]
+
+    def send(self, claimed: Claimed) -> Sent | str:
+        """Prepare and make the provider call; the answer, or an outcome
+        already recorded when no call could be made."""
+        adapter = self.adapters[claimed.intent.channel]
+        with self._context(claimed):
+            try:
+                return self._send(adapter, claimed)
+            except BaseException:
+                self._release([claimed])
+                raise
+
+    def record(self, sent: list[Sent | str]) -> list[str]:
+        """Record the answers of a group of calls in one transaction."""
+        answers = [s for s in sent if isinstance(s, Sent)]
+        try:
+            if answers:
+                outcomes = iter(self._record_group(answers))
+                faults.point("after_record")
+            else:
+                outcomes = iter(())
+            results = [next(outcomes) if isinstance(s, Sent) else s for s in sent]
+        finally:
+            self._release([s.claimed for s in answers])
+        if not log.isEnabledFor(logging.INFO):  # spare each answer its log context
+            return results
+        for item, outcome in zip(sent, results, strict=True):
+            if isinstance(item, Sent):
+                with self._context(item.claimed):
+                    log.info("attempt recorded", extra={"intent_outcome": outcome})
+        return results
+
+    def _record_group(self, answers: list[Sent]) -> list[IntentOutcome]:
+        # A deadlock or serialization failure rolled the whole group back:
+        # nothing of it was written, so it is simply recorded again.
+        for attempt in range(1, RECORD_TRIES + 1):
+            try:
+                with self.runtime.db.transaction() as conn:
+                    return record_results(conn, answers, self.runtime.clock.now(), self.rng)
+            except psycopg.errors.TransactionRollback as exc:
+                if attempt == RECORD_TRIES:
+                    raise
+                log.warning("recording %d answers: %s; again", len(answers), exc.sqlstate)
+        raise AssertionError("unreachable")
+
+    def _hold(self, claimed: list[Claimed]) -> None:
+        with self._inflight_lock:  # queued sends keep their leases too
+            self._inflight.update(c.intent.id for c in claimed)
+
+    def _release(self, claimed: list[Claimed]) -> None:
+        with self._inflight_lock:
+            self._inflight.difference_update(c.intent.id for c in claimed)
+        self._check.forget(claimed)
+
+    def _context(self, claimed: Claimed) -> Any:
+        intent = claimed.intent
+        return log_context(
+            tenant_id=intent.tenant_id,
+            intent_id=str(intent.id),
+            correlation_id=intent.correlation_id,
+            channel=intent.channel,
+            template_revision=f"{intent.template_name}@{intent.template_revision}",
+            attempt_key=claimed.attempt_key,
+            provider=self.adapters[intent.channel].name,
+        )
+
+    def _send(self, adapter: ProviderAdapter, claimed: Claimed) -> Sent | str:
+        try:
+            message, segments, encoding = prepare(
+                self.runtime.db, claimed, self.runtime.vault, self.templates, self.minters
+            )
+        except PrepareError as error:
+            with self.runtime.db.transaction() as conn:
+                outcome = record_prepare_failure(
+                    conn, claimed, error.code, self.runtime.clock.now()
+                )
+            self._release([claimed])
+            return outcome
+        except MintUnavailable:
+            # The application could not mint a token now: nothing was sent.
+            retry = Retryable(RejectCode.PROVIDER_ERROR, MINT_RETRY_SECONDS, "token minting")
+            return Sent(claimed, retry)
+        if segments is not None:
+            keys = spend_keys(claimed.intent, claimed.policy, claimed.provider, segments)
+            if keys:
+                with self.runtime.db.transaction() as conn:
+                    room = consume(conn, claimed.intent.tenant_id, keys, self.runtime.clock.now())
+                    if not room.allowed:
+                        del message
+                        outcome = record_limit_deferred(
+                            conn, claimed, room, self.runtime.clock.now()
+                        )
+                if not room.allowed:
+                    self._release([claimed])
+                    return outcome
+        expires_at = claimed.intent.expires_at
+        if expires_at is not None and self.runtime.clock.now() >= expires_at:
+            verdict = Verdict.EXPIRED  # while it waited for its call
+        else:
+            verdict = self._check.verdict(claimed)
+        if verdict is not Verdict.GO:
+            del message
+            return self._not_called(claimed, verdict)
+        faults.point("before_send")
+        log.info("provider call")
+        started = time.monotonic()
+        result = call_provider(adapter, message, claimed.attempt_key)
+        self._windows[claimed.intent.channel].observe(time.monotonic() - started)
+        log.info(
+            "provider answered",
+            extra={
+                "result": type(result).__name__,
+                "provider_message_id": getattr(result, "provider_message_id", None),
+                "code": getattr(getattr(result, "code", None), "value", None),
+            },
+        )
+        del message  # the rendered body and destination go no further
+        faults.point("after_send_before_record")
+        return Sent(claimed, result, segments, encoding)
+
+    def _read_claims(self, claims: Sequence[Claimed]) -> dict[Hashable, Verdict]:
+        with self.runtime.db.statements() as conn:
+            rows = fetch_all(
+                conn,
+                "still_claimed",
+                {
+                    "tenant_ids": [c.intent.tenant_id for c in claims],
+                    "ids": [c.intent.id for c in claims],
+                },
+            )
+        found = {row["id"]: row for row in rows}
+        return {c.intent.id: _verdict(c, found.get(c.intent.id)) for c in claims}
+
+    def _not_called(self, claimed: Claimed, verdict: Verdict) -> str:
+        """The read before the call found the claim no longer stands."""
+        now = self.runtime.clock.now()
+        try:
+            with self.runtime.db.transaction() as conn:
+                if verdict is Verdict.KILLED:
+                    outcome = record_released(conn, claimed, now, code="KILL_SWITCH")
+                elif verdict is Verdict.EXPIRED:
+                    # Due again at once: the gate expires it, as any claim would.
+                    outcome = record_released(conn, claimed, now, code="EXPIRED")
+                else:
+                    outcome = record_withdrawn(conn, claimed, now)
+        finally:
+            self._release([claimed])
+        record_call_withheld(claimed.intent.channel, verdict.value)
+        log.info("provider call withheld", extra={"verdict": verdict.value})
+        return outcome
+
+    def reconcile_once(self, limit: int = 100) -> int:
+        return run_checks(
+            self.runtime.db,
+            self.by_name,
+            self.runtime.clock.now(),
+            self.rng,
+            limit,
+            self.config.not_received_after,
+        )
+
+    def sweep_once(self) -> dict[str, int]:
+        return sweep(self.runtime.db, self.runtime.clock.now())
+
+    def push_events_once(self) -> int:
+        return self.event_pusher.push_once()
+
+    def prepare_jobs_once(self, budget_seconds: float | None = None) -> int:
+        """Prepare the oldest waiting job (for at most `budget_seconds`)."""
+        found = prepare_next(self.runtime.db, self.runtime.clock.now(), budget_seconds)
+        return 1 if found is not None else 0
+
+    def heartbeat(self) -> int:
+        with self._inflight_lock:
+            ids = list(self._inflight)
+        if not ids:
+            return 0
+        with self.runtime.db.transaction() as conn:
+            return execute(
+                conn,
+                "heartbeat",
+                {
+                    "owner": self.owner,
+                    "ids": ids,
+                    "lease_expires_at": self.runtime.clock.now()
+                    + timedelta(seconds=self.config.lease_seconds),
+                },
+            )
+
+
+def _verdict(claimed: Claimed, row: Row | None) -> Verdict:
+    intent = claimed.intent
+    if (
+        row is None
+        or row["state"] != "sending"
+        or row["version"] != intent.version
+        or row["lease_owner"] != intent.lease_owner
+    ):
+        return Verdict.WITHDRAWN
+    return Verdict.KILLED if row["killed"] else Verdict.GO

@@ -1,0 +1,98 @@
+"""When an alert warns and when it pages: objectives from TIDINGS_ALERT_*.
+
+config = AlertConfig.from_env()
+config.objective_for("report_ready", "email").severity(age, recipients)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+Severity = Literal["warning", "page"]
+
+
+@dataclass(frozen=True)
+class Objective:
+    """When a condition warns, and when it pages (age AND volume)."""
+
+    warn_seconds: float
+    page_seconds: float
+    page_recipients: int
+
+    def severity(self, age: float, recipients: int) -> Severity | None:
+        if age >= self.page_seconds and recipients >= self.page_recipients:
+            return "page"
+        if age >= self.warn_seconds:
+            return "warning"
+        return None
+
+
+@dataclass(frozen=True)
+class AlertConfig:
+    # Defaults assume a 30-minute delivery objective and the default policy's
+    # polling (first check after 5 s, backing off to every 5 min): a warning
+    # at 10 min leaves two thirds of the objective to act in.
+    unreconciled: Objective = Objective(600.0, 1800.0, 10)
+    # Per "event_class:channel" or "event_class": each class has its own SLO.
+    objectives: Mapping[str, Objective] = field(default_factory=dict)
+    due: Objective = Objective(300.0, 900.0, 100)
+    interval_seconds: float = 30.0
+    webhook_url: str | None = None
+    webhook_secret: str | None = None
+    webhook_timeout_seconds: float = 5.0
+    webhook_attempts: int = 3
+    # How long the `quarantined` warning holds after the last quarantine.
+    quarantine_window_seconds: float = 86400.0
+    # A round of deliveries runs in the worker's maintenance loop, next to
+    # lease heartbeats; it stops well inside the default 30 s lease.
+    delivery_budget_seconds: float = 10.0
+
+    def objective_for(self, event_class: str, channel: str) -> Objective:
+        return (
+            self.objectives.get(f"{event_class}:{channel}")
+            or self.objectives.get(event_class)
+            or self.unreconciled
+        )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> AlertConfig:
+        e = os.environ if env is None else env
+        base = cls()
+
+        def num(name: str, default: float) -> float:
+            return float(e.get(f"TIDINGS_ALERT_{name}", default))
+
+        unreconciled = Objective(
+            num("UNRECONCILED_WARN_SECONDS", base.unreconciled.warn_seconds),
+            num("UNRECONCILED_PAGE_SECONDS", base.unreconciled.page_seconds),
+            int(num("UNRECONCILED_PAGE_RECIPIENTS", base.unreconciled.page_recipients)),
+        )
+        return cls(
+            unreconciled=unreconciled,
+            objectives=_objectives(e.get("TIDINGS_ALERT_OBJECTIVES", ""), unreconciled),
+            due=Objective(
+                num("DUE_WARN_SECONDS", base.due.warn_seconds),
+                num("DUE_PAGE_SECONDS", base.due.page_seconds),
+                int(num("DUE_PAGE_RECIPIENTS", base.due.page_recipients)),
+            ),
+            interval_seconds=num("INTERVAL_SECONDS", base.interval_seconds),
+            quarantine_window_seconds=num(
+                "QUARANTINE_WINDOW_SECONDS", base.quarantine_window_seconds
+            ),
+            webhook_url=e.get("TIDINGS_ALERT_WEBHOOK_URL") or None,
+            webhook_secret=e.get("TIDINGS_ALERT_WEBHOOK_SECRET") or None,
+            webhook_timeout_seconds=num("WEBHOOK_TIMEOUT_SECONDS", base.webhook_timeout_seconds),
+            webhook_attempts=int(num("WEBHOOK_ATTEMPTS", base.webhook_attempts)),
+        )
+
+
+def _objectives(text: str, default: Objective) -> dict[str, Objective]:
+    """`{"report_ready:email": {"warn_seconds": 900, ...}}`; missing fields default."""
+    if not text.strip():
+        return {}
+    parsed = json.loads(text)
+    return {scope: Objective(**{**asdict(default), **values}) for scope, values in parsed.items()}

@@ -1,0 +1,222 @@
+"""The alert conditions, evaluated from ledger rows (nothing is stored here).
+
+Each condition is about the ledger, never about a batch finishing; see
+`observability/alerts.py` for the list and what a page must say.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from tidings.observability.alert_config import AlertConfig, Objective, Severity
+from tidings.observability.alert_webhook import jsonable
+from tidings.observability.metrics import SCRAPE_TIMEOUT_MS
+from tidings.observability.transition_rows import allowed_transitions
+from tidings.store.database import Row, fetch_all, fetch_one
+
+Conn = psycopg.Connection[Any]
+KILL_SWITCH = "PUT /v1/controls/kill-switch"
+
+
+@dataclass(frozen=True)
+class Alert:
+    tenant_id: str
+    key: str
+    condition: str
+    severity: Severity
+    summary: str
+    details: dict[str, Any]
+
+
+def evaluate(conn: Conn, now: datetime, config: AlertConfig) -> list[Alert]:
+    fetch_one(conn, "metrics_statement_timeout", {"ms": str(SCRAPE_TIMEOUT_MS)})
+    last = {
+        (r["tenant_id"], r["channel"]): r["at"]
+        for r in fetch_all(conn, "metrics_last_reconciliation", {})
+    }
+    return [
+        *_unreconciled(fetch_all(conn, "alert_unreconciled", {}), last, now, config),
+        *_due(fetch_all(conn, "alert_due", {"now": now}), last, now, config),
+        *_impossible(fetch_all(conn, "alert_impossible_transitions", allowed_transitions())),
+        *_quarantined(
+            fetch_all(
+                conn,
+                "alert_quarantined",
+                {"since": now - timedelta(seconds=config.quarantine_window_seconds)},
+            )
+        ),
+    ]
+
+
+def _unreconciled(
+    rows: list[Row], last: Mapping[tuple[str, str], datetime], now: datetime, config: AlertConfig
+) -> Iterator[Alert]:
+    for row in rows:
+        objective = config.objective_for(row["event_class"], row["channel"])
+        age = _seconds(now, row["oldest_at"])
+        severity = objective.severity(age, row["recipients"])
+        if severity is None:
+            continue
+        reconciled = last.get((row["tenant_id"], row["channel"]))
+        providers = ", ".join(row["providers"] or []) or "the provider"
+        action = (
+            f"Check {providers}'s status page; run `tidings timeline {row['oldest_id']}`; "
+            "check that workers are polling (tidings_poll_lag_seconds); "
+            f"the kill switch is {KILL_SWITCH} (reconciliation continues under it)."
+        )
+        scope = f"{row['event_class']}/{row['channel']}"
+        warn, page = duration_text(objective.warn_seconds), duration_text(objective.page_seconds)
+        summary = (
+            f"{scope}: {row['recipients']} recipient(s) without delivery evidence, oldest "
+            f"{duration_text(age)} (warn {warn}, page {page} with "
+            f"{objective.page_recipients}+ recipients); "
+            f"last successful reconciliation {_ago(now, reconciled)}"
+        )
+        yield Alert(
+            row["tenant_id"],
+            f"unreconciled:{row['event_class']}:{row['channel']}",
+            "unreconciled_backlog",
+            severity,
+            summary,
+            _details(row, now, reconciled, age, objective, action, row["event_class"]),
+        )
+
+
+def _due(
+    rows: list[Row], last: Mapping[tuple[str, str], datetime], now: datetime, config: AlertConfig
+) -> Iterator[Alert]:
+    for row in rows:
+        age = _seconds(now, row["oldest_due_at"])
+        severity = config.due.severity(age, row["recipients"])
+        if severity is None:
+            continue
+        if row["kill_switch"]:
+            action = (
+                f"The kill switch covers {row['channel']}: these intents are held on purpose. "
+                f'Lift it with {KILL_SWITCH} {{"enabled": false}} when sending is safe again.'
+            )
+        else:
+            action = (
+                f"Workers are not claiming {row['channel']}: check that `tidings worker` runs "
+                "and its logs, tidings_ledger_up and tidings_rate_limit_waits_total; run "
+                f"`tidings timeline {row['oldest_id']}`; the kill switch is {KILL_SWITCH}."
+            )
+        reconciled = last.get((row["tenant_id"], row["channel"]))
+        summary = (
+            f"{row['channel']}: {row['intents']} intent(s) due and unclaimed, oldest due for "
+            f"{duration_text(age)}{' (kill switch on)' if row['kill_switch'] else ''}"
+        )
+        details = _details(
+            row, now, reconciled, age, config.due, action, ", ".join(row["event_classes"])
+        )
+        details["oldest_due_age_seconds"] = round(age, 3)
+        details["oldest_nonterminal_age_seconds"] = round(_seconds(now, row["oldest_at"]), 3)
+        details["kill_switch"] = row["kill_switch"]
+        yield Alert(
+            row["tenant_id"],
+            f"due_backlog:{row['channel']}",
+            "due_backlog",
+            severity,
+            summary,
+            details,
+        )
+
+
+def _impossible(rows: list[Row]) -> Iterator[Alert]:
+    for row in rows:
+        samples = [jsonable(s) for s in row["samples"]]
+        first = samples[0]["intent_id"] if samples else "<intent id>"
+        yield Alert(
+            row["tenant_id"],
+            "impossible_transitions",
+            "impossible_transitions",
+            "page",
+            f"{row['n']} recorded transition(s) the state machine forbids",
+            {
+                "count": row["n"],
+                "samples": samples,
+                "action": (
+                    f"Run `tidings timeline {first}` for each sample and compare with "
+                    "docs/states.md; consider the kill switch "
+                    f"({KILL_SWITCH}) until the cause is known."
+                ),
+            },
+        )
+
+
+def _quarantined(rows: list[Row]) -> Iterator[Alert]:
+    for row in rows:
+        samples = [jsonable(s) for s in row["samples"]]
+        first = samples[0]["intent_id"] if samples else "<intent id>"
+        yield Alert(
+            row["tenant_id"],
+            "quarantined",
+            "quarantined",
+            "warning",
+            f"{row['n']} intent(s) quarantined: a worker could not decode or render them",
+            {
+                "count": row["n"],
+                "latest_at": jsonable(row["latest_at"]),
+                "samples": samples,
+                "action": (
+                    f"Run `tidings timeline {first}`: the audit row keeps the values it "
+                    "could not read. They were written around the API's checks (a direct "
+                    "database write, an old release); the other intents were sent."
+                ),
+            },
+        )
+
+
+def _details(
+    row: Row,
+    now: datetime,
+    reconciled: datetime | None,
+    age: float,
+    objective: Objective,
+    action: str,
+    event_class: str,
+) -> dict[str, Any]:
+    return {
+        "event_class": event_class,
+        "channel": row["channel"],
+        "job_ids": row["job_ids"] or [],
+        "report_ids": row["report_ids"] or [],
+        "template_revisions": row["templates"] or [],
+        "affected_recipients": row["recipients"],
+        "affected_intents": row["intents"],
+        "oldest_nonterminal_age_seconds": round(age, 3),
+        "oldest_intent_id": str(row["oldest_id"]),
+        "last_successful_reconciliation_at": reconciled.isoformat() if reconciled else None,
+        "last_successful_reconciliation_age_seconds": (
+            round(_seconds(now, reconciled), 3) if reconciled else None
+        ),
+        "thresholds": asdict(objective),
+        "action": action,
+    }
+
+
+def _seconds(now: datetime, then: datetime | None) -> float:
+    return 0.0 if then is None else max(0.0, (now - then).total_seconds())
+
+
+def duration_text(seconds: float) -> str:
+    """Seconds as an operator reads them: 45s, 11m 10s, 2h 5m."""
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes}m"
+    if minutes:
+        return f"{minutes}m {secs}s" if secs else f"{minutes}m"
+    return f"{secs}s"
+
+
+def _ago(now: datetime, then: datetime | None) -> str:
+    if then is None:
+        return "never"
+    return f"{duration_text(_seconds(now, then))} ago ({then.isoformat()})"

@@ -1,0 +1,96 @@
+"""Process-local metrics: what happens in memory and leaves no row.
+
+Provider call latency and outcomes, calls withheld by the pre-call read,
+and rate-limit waits: each process counts its own, and `metrics.py`
+serves them beside the ledger's.
+
+    record_provider_call("twilio", "sms", "accepted", 0.21)
+    record_rate_limit_wait("recipient", 30.0)
+"""
+
+from __future__ import annotations
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import start_http_server as _start_http_server
+
+from tidings.providers.outcomes import SendResult
+
+PROCESS_METRICS: tuple[str, ...] = (
+    "tidings_provider_calls_total",
+    "tidings_provider_call_seconds",
+    "tidings_rate_limit_waits_total",
+    "tidings_rate_limit_wait_seconds",
+)
+
+PROCESS_REGISTRY = CollectorRegistry()
+_PROVIDER_CALLS = Counter(
+    "tidings_provider_calls",
+    "Provider send calls made by this process, by outcome "
+    "(accepted, retryable, rejected, indeterminate, error).",
+    ["provider", "channel", "outcome"],
+    registry=PROCESS_REGISTRY,
+)
+_PROVIDER_CALL_SECONDS = Histogram(
+    "tidings_provider_call_seconds",
+    "Wall time of provider send calls made by this process.",
+    ["provider", "channel"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+    registry=PROCESS_REGISTRY,
+)
+_CALLS_WITHHELD = Counter(
+    "tidings_provider_calls_withheld",
+    "Claimed sends this process did not make: the read right before the call found "
+    "the intent canceled, expired or moved (withdrawn), past its deadline (expired), "
+    "or under a kill switch (killed).",
+    ["channel", "reason"],
+    registry=PROCESS_REGISTRY,
+)
+_RATE_LIMIT_WAITS = Counter(
+    "tidings_rate_limit_waits",
+    "Times this process deferred an intent because a rate allowance was used up.",
+    ["scope"],
+    registry=PROCESS_REGISTRY,
+)
+_RATE_LIMIT_WAIT_SECONDS = Histogram(
+    "tidings_rate_limit_wait_seconds",
+    "How far a rate-limit deferral pushed the intent's next eligible time.",
+    ["scope"],
+    buckets=(1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 21600.0),
+    registry=PROCESS_REGISTRY,
+)
+
+# `_created` series double every family's output and mean nothing to an
+# operator; turned off before any metric is made.
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
+
+
+def record_provider_call(provider: str, channel: str, outcome: str, seconds: float) -> None:
+    """Count one provider send call and its latency (call it after `send`)."""
+    _PROVIDER_CALLS.labels(provider, channel, outcome).inc()
+    _PROVIDER_CALL_SECONDS.labels(provider, channel).observe(max(0.0, seconds))
+
+
+def record_call_withheld(channel: str, reason: str) -> None:
+    """Count one claimed send whose call the pre-call read stopped."""
+    _CALLS_WITHHELD.labels(channel, reason).inc()
+
+
+def record_rate_limit_wait(scope: str, seconds: float) -> None:
+    """Count one deferral for a used-up allowance (`scope`: recipient, tenant, ...)."""
+    _RATE_LIMIT_WAITS.labels(scope).inc()
+    _RATE_LIMIT_WAIT_SECONDS.labels(scope).observe(max(0.0, seconds))
+
+
+def outcome_of(result: SendResult | None) -> str:
+    """The `outcome` label for a send result; None means the adapter raised."""
+    return "error" if result is None else type(result).__name__.lower()
+
+
+def serve_process_metrics(port: int, addr: str = "127.0.0.1") -> None:
+    """Expose only the process-local metrics (for a worker with no HTTP API).
+
+    The ledger metrics come from `tidings serve --metrics-port`; serving them here as
+    well would make every worker a second copy of the same numbers.
+    """
+    _start_http_server(port, addr=addr, registry=PROCESS_REGISTRY)

@@ -1,0 +1,59 @@
+"""The replay's fixture model: a case, its steps, and the names they may use."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final, Literal
+
+from tidings.domain import policy as rules
+from tidings.domain.policy import PolicyRequest
+from tidings.domain.policy_document import Policy
+from tidings.domain.transitions import Event
+
+Effect = Literal["applied", "attempt_only", "ignored"]
+Value = bool | int | str | datetime | tuple[str, ...] | None
+
+
+# A receipt that says "undelivered" without saying whether a resend is due:
+# the replay resolves it with `on_undelivered`, as dispatch.observe does.
+UNDELIVERED: Final = "undelivered"
+EVENT_NAMES: Final = (*(e.value for e in Event), UNDELIVERED)
+ACTIONS: Final = ("send", "reschedule", "suppress", "expire")
+EFFECTS: Final = ("applied", "attempt_only", "ignored")
+CODES: Final = frozenset(
+    {
+        rules.ALLOWED,
+        rules.DESTINATION_INVALID,
+        rules.PURPOSE_UNKNOWN,
+        rules.CHANNEL_DISABLED,
+        rules.COUNTRY_DISABLED,
+        rules.SUPPRESSED,
+        rules.OPTED_OUT,
+        rules.CONSENT_MISSING,
+        rules.EXPIRED,
+        rules.QUIET_WINDOW,
+        rules.NO_SEND_WINDOW,
+        rules.RECIPIENT_LIMIT,
+        rules.RATE_LIMITED,
+        rules.SPEND_LIMIT,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Step:
+    event: str  # an Event value or UNDELIVERED
+    attempt: int | None = None  # which attempt a provider answer/receipt is for; None: latest
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    why: str
+    file: str
+    policy: Policy
+    request: PolicyRequest
+    steps: tuple[Step, ...]
+    expect: Mapping[str, Value]  # flat field name -> expected value, only what the case pins

@@ -1,0 +1,32 @@
+"""What every layer under the client runs on: a database, a clock, a vault
+and the settings.
+
+The client (`Tidings`) composes one; workers, alerts, metrics and the
+console take it, never the client: they need the pool and the time, not
+`notify` and `cancel`, so they cannot grow a dependency on the facade.
+
+    runtime = Tidings().runtime
+    worker = Worker(runtime, adapters)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tidings.config import Settings
+from tidings.domain.clock import Clock
+from tidings.store.database import Database
+from tidings.vault import Vault
+
+
+@dataclass(frozen=True)
+class Runtime:
+    db: Database
+    clock: Clock
+    vault: Vault
+    settings: Settings
+
+    @property
+    def url(self) -> str:
+        """The database's URL, for connections outside the pool (LISTEN)."""
+        return self.db.url

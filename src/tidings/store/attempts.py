@@ -1,0 +1,228 @@
+"""The attempts table's one door: open, accept, settle and look up attempts.
+
+An attempt is one provider call for an intent. Its row records facts (the
+provider took it, a receipt said delivered) whatever happened to the intent
+meanwhile, so these functions never look at the intent: callers move the
+intent through `store/ledger`. Every write names the attempt states it may
+move from (domain/attempts.py), so a late or repeated fact cannot move an
+attempt backwards; the result says whether the row moved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from tidings.domain.intent import Attempt
+from tidings.domain.states import AttemptState, IntentState
+from tidings.store.database import Row, execute, fetch_all, fetch_one, records
+
+Conn = psycopg.Connection[Any]
+
+
+@dataclass(frozen=True)
+class AttemptRef:
+    """Which attempt: the intent's tenant and id, and the attempt's number."""
+
+    tenant_id: str
+    intent_id: UUID
+    n: int
+
+    @classmethod
+    def of(cls, attempt: Attempt) -> AttemptRef:
+        return cls(attempt.tenant_id, attempt.intent_id, attempt.n)
+
+    def params(self) -> dict[str, Any]:
+        return {"tenant_id": self.tenant_id, "intent_id": self.intent_id, "n": self.n}
+
+
+@dataclass(frozen=True)
+class Opening:
+    """An attempt a claim starts, in state `sending`."""
+
+    ref: AttemptRef
+    attempt_key: str
+    channel: str
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """The provider took the call: its id for the message, what it cost,
+    and when to look at its status first."""
+
+    ref: AttemptRef
+    provider_message_id: str
+    next_check_at: datetime | None
+    checks_expire_at: datetime | None
+    segments: int | None = None
+    encoding: str | None = None
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """An acceptance the attempt took (it was still sending or unknown)."""
+
+    # Receipts for this provider id arrived before the id was known: they
+    # wait, unmatched, for the caller to apply them.
+    has_unmatched: bool
+
+
+def open_many(conn: Conn, openings: Sequence[Opening], provider: str, now: datetime) -> None:
+    """Insert the attempts a claim starts, in one statement."""
+    rows = [
+        {**o.ref.params(), "attempt_key": o.attempt_key, "channel": o.channel} for o in openings
+    ]
+    execute(conn, "open_attempts", {**records(rows), "provider": provider, "now": now})
+
+
+def accept(
+    conn: Conn,
+    ref: AttemptRef,
+    provider_message_id: str | None,
+    now: datetime,
+    *,
+    next_check_at: datetime | None,
+    checks_expire_at: datetime | None,
+) -> Accepted | None:
+    """The provider took the call; None when the attempt had moved past it."""
+    row = fetch_one(
+        conn,
+        "attempt_accepted",
+        {
+            **ref.params(),
+            "provider_message_id": provider_message_id,
+            "now": now,
+            "next_check_at": next_check_at,
+            "checks_expire_at": checks_expire_at,
+        },
+    )
+    return None if row is None else Accepted(bool(row["has_unmatched"]))
+
+
+def accept_many(
+    conn: Conn, acceptances: Sequence[Acceptance], now: datetime
+) -> dict[AttemptRef, Accepted]:
+    """`accept` for a batch, with the segments each message counted; the
+    attempts that took their acceptance, by reference."""
+    if not acceptances:
+        return {}
+    batch = [
+        {
+            **a.ref.params(),
+            "provider_message_id": a.provider_message_id,
+            "segments": a.segments,
+            "encoding": a.encoding,
+            "next_check_at": a.next_check_at,
+            "checks_expire_at": a.checks_expire_at,
+        }
+        for a in acceptances
+    ]
+    rows = fetch_all(conn, "attempts_accepted", {**records(batch), "now": now})
+    return {
+        AttemptRef(r["tenant_id"], r["intent_id"], r["n"]): Accepted(bool(r["has_unmatched"]))
+        for r in rows
+    }
+
+
+def record_segments(conn: Conn, ref: AttemptRef, segments: int, encoding: str | None) -> None:
+    """What the message cost, a fact whatever state the attempt is in."""
+    execute(conn, "attempt_segments", {**ref.params(), "segments": segments, "encoding": encoding})
+
+
+def settle(
+    conn: Conn,
+    ref: AttemptRef,
+    state: AttemptState,
+    *,
+    code: str | None,
+    now: datetime,
+    from_states: Collection[AttemptState],
+    next_check_at: datetime | None = None,
+    checks_expire_at: datetime | None = None,
+) -> bool:
+    """Move the attempt to `state` if it is in one of `from_states`; whether it moved.
+
+    `next_check_at` is when to look its status up next (None: never);
+    `checks_expire_at` None keeps the budget it has.
+    """
+    row = fetch_one(
+        conn,
+        "attempt_settled",
+        {
+            **ref.params(),
+            "state": state.value,
+            "code": code,
+            "now": now,
+            "next_check_at": next_check_at,
+            "checks_expire_at": checks_expire_at,
+            "from_states": sorted(s.value for s in from_states),
+        },
+    )
+    return row is not None
+
+
+@dataclass(frozen=True)
+class DueCheck:
+    """An attempt whose status is due for a look, with its intent's state."""
+
+    attempt: Attempt
+    intent_state: IntentState
+
+
+def lease_due_checks(
+    conn: Conn, now: datetime, limit: int, lease_until: datetime
+) -> list[DueCheck]:
+    """The attempts due for a status check, each leased until `lease_until`
+    so other workers leave it alone while this one looks it up."""
+    rows = fetch_all(conn, "due_checks", {"now": now, "limit": limit})
+    for row in rows:
+        execute(
+            conn,
+            "attempt_checked",
+            {
+                "tenant_id": row["tenant_id"],
+                "intent_id": row["intent_id"],
+                "n": row["n"],
+                "next_check_at": lease_until,
+            },
+        )
+    # check_count was bumped above; the schedule counts from the value read
+    return [DueCheck(Attempt.from_row(r), IntentState(r["intent_state"])) for r in rows]
+
+
+def reschedule_check(conn: Conn, ref: AttemptRef, at: datetime) -> None:
+    execute(conn, "reschedule_check", {**ref.params(), "next_check_at": at})
+
+
+def by_number(conn: Conn, ref: AttemptRef) -> Attempt | None:
+    row = fetch_one(conn, "attempt_by_number", ref.params())
+    return None if row is None else Attempt.from_row(row)
+
+
+def by_reference(conn: Conn, attempt_key: str, provider: str) -> list[Row]:
+    """At most two attempts sent through `provider` under our reference."""
+    return fetch_all(
+        conn, "attempts_by_reference", {"attempt_key": attempt_key, "provider": provider}
+    )
+
+
+def by_provider_id(conn: Conn, provider: str, provider_message_id: str) -> list[Row]:
+    """At most two attempts the provider (account) knows by this id."""
+    return fetch_all(
+        conn,
+        "attempts_by_provider_id",
+        {"provider": provider, "provider_message_id": provider_message_id},
+    )
+
+
+def reached_provider(conn: Conn, tenant_id: str, intent_id: UUID) -> int:
+    """How many of the intent's attempts the provider had: what a resend budget counts."""
+    row = fetch_one(
+        conn, "attempts_reached_provider", {"tenant_id": tenant_id, "intent_id": intent_id}
+    )
+    return int(row["n"]) if row else 1
