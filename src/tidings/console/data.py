@@ -17,7 +17,7 @@ import psycopg
 
 from tidings.domain.intent import Intent, TimelineEntry
 from tidings.domain.redaction import redact_value
-from tidings.domain.states import TERMINAL_INTENT, IntentState
+from tidings.domain.states import TERMINAL_INTENT
 from tidings.store import controls, ledger
 from tidings.store.database import Row, fetch_all, fetch_one
 
@@ -288,7 +288,3 @@ def _flatten(prefix: str, value: Any, out: list[tuple[str, str]]) -> None:
             _flatten(f"{prefix}.{key}" if prefix else str(key), inner, out)
     elif value is not None and value != [] and value != {}:
         out.append((prefix or "value", str(value)))
-
-
-def state_names() -> list[str]:
-    return [s.value for s in IntentState]

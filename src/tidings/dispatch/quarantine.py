@@ -2,8 +2,8 @@
 
 Claims and the deadline sweep read many tenants' rows in one statement. A
 single row Python cannot hold (a time past year 9999, consent evidence
-whose time cannot be parsed, JSON nested past the recursion limit) used to
-fail the whole statement, every round, for every tenant (issue #20). The
+whose time cannot be parsed, JSON nested past the recursion limit) would
+fail the whole statement, every round, for every tenant. The
 bounds in domain/moments.py and the database's CHECK constraints keep such
 rows out; this is the second line for any that get in around them.
 

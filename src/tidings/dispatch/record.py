@@ -3,7 +3,8 @@
 The attempt row takes the fact whatever happened to the intent meanwhile;
 the intent moves only if it is still at the version the claim produced. A
 cancel or an expiry that committed during the call wins: the attempt shows
-the acceptance, the intent stays canceled or expired (seed 000).
+the acceptance, the intent stays canceled or expired (R000.6 in
+docs/requirements.md).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from tidings.dispatch.facts import recipient_facts
 from tidings.dispatch.gate import RecipientFacts
 from tidings.dispatch.inbox import Inbox
 from tidings.dispatch.message import Minter
-from tidings.dispatch.record import Sent, record_released
+from tidings.dispatch.record import IntentOutcome, Sent, record_released
 from tidings.dispatch.retention import purge
 from tidings.dispatch.steps import WorkerConfig, WorkerSteps
 from tidings.providers.base import ProviderAdapter
@@ -55,7 +55,7 @@ class Worker(WorkerSteps):
             runtime, adapters, config=config, owner=owner, minters=minters, facts=facts
         )
         self._inboxes = {channel: Inbox() for channel in self.adapters}
-        self._pending: dict[str, dict[Future[Sent | str], Claimed]] = {}
+        self._pending: dict[str, dict[Future[Sent | IntentOutcome], Claimed]] = {}
 
     def run(self, stop: threading.Event) -> int:
         """Work until `stop` is set, then drain for at most one lease.
@@ -103,7 +103,7 @@ class Worker(WorkerSteps):
     def _channel_loop(self, channel: str, stop: threading.Event) -> None:
         window = self._windows[channel]  # its threads: the channel's concurrency budget
         pool = ThreadPoolExecutor(window.threads, thread_name_prefix=f"send-{channel}")
-        pending: dict[Future[Sent | str], Claimed] = {}
+        pending: dict[Future[Sent | IntentOutcome], Claimed] = {}
         self._pending[channel] = pending
         drain_until: float | None = None
         try:
@@ -131,7 +131,7 @@ class Worker(WorkerSteps):
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def _hand_back_unstarted(self, pending: dict[Future[Sent | str], Claimed]) -> None:
+    def _hand_back_unstarted(self, pending: dict[Future[Sent | IntentOutcome], Claimed]) -> None:
         """A stopping worker gives back the claims it has not begun to send."""
         unstarted = [future for future in pending if future.cancel()]
         if not unstarted:
@@ -149,7 +149,7 @@ class Worker(WorkerSteps):
         self,
         channel: str,
         pool: ThreadPoolExecutor,
-        pending: dict[Future[Sent | str], Claimed],
+        pending: dict[Future[Sent | IntentOutcome], Claimed],
         size: int,
         stop: threading.Event,
     ) -> None:

@@ -152,11 +152,11 @@ class WorkerSteps:
             faults.point("after_claim")
         return claimed
 
-    def send_and_record(self, claimed: Claimed) -> str:
+    def send_and_record(self, claimed: Claimed) -> IntentOutcome:
         self._hold([claimed])
         return self.record([self.send(claimed)])[0]
 
-    def send(self, claimed: Claimed) -> Sent | str:
+    def send(self, claimed: Claimed) -> Sent | IntentOutcome:
         """Prepare and make the provider call; the answer, or an outcome
         already recorded when no call could be made."""
         adapter = self.adapters[claimed.intent.channel]
@@ -167,7 +167,7 @@ class WorkerSteps:
                 self._release([claimed])
                 raise
 
-    def record(self, sent: list[Sent | str]) -> list[str]:
+    def record(self, sent: list[Sent | IntentOutcome]) -> list[IntentOutcome]:
         """Record the answers of a group of calls in one transaction."""
         answers = [s for s in sent if isinstance(s, Sent)]
         try:
@@ -221,7 +221,7 @@ class WorkerSteps:
             provider=self.adapters[intent.channel].name,
         )
 
-    def _send(self, adapter: ProviderAdapter, claimed: Claimed) -> Sent | str:
+    def _send(self, adapter: ProviderAdapter, claimed: Claimed) -> Sent | IntentOutcome:
         try:
             message, segments, encoding = prepare(
                 self.runtime.db, claimed, self.runtime.vault, self.templates, self.minters
@@ -288,7 +288,7 @@ class WorkerSteps:
         found = {row["id"]: row for row in rows}
         return {c.intent.id: _verdict(c, found.get(c.intent.id)) for c in claims}
 
-    def _not_called(self, claimed: Claimed, verdict: Verdict) -> str:
+    def _not_called(self, claimed: Claimed, verdict: Verdict) -> IntentOutcome:
         """The read before the call found the claim no longer stands."""
         now = self.runtime.clock.now()
         try:

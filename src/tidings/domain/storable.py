@@ -2,11 +2,11 @@
 
 PostgreSQL `text` and `jsonb` cannot hold a NUL character, a lone
 surrogate cannot be encoded as UTF-8, and jsonb refuses NaN and infinities.
-Each of those, sent by a client, used to travel to the driver and come back
+Each of those, sent by a client, would travel to the driver and come back
 as a 500. Free-form JSON (variables, preferences, policy documents) is also
-bounded in nesting depth and encoded size: a value nested 900 deep was
-stored and then could not be serialized back (every read of it failed), and
-the walk over it would hit Python's recursion limit a little deeper.
+bounded in nesting depth and encoded size: a value nested 900 deep would be
+stored and then could not be serialized back (every read of it would fail),
+and a walk over it would hit Python's recursion limit a little deeper.
 
     check_text("recipient.ref", ref)          # raises InvalidInput
     check_json("preferences", preferences)    # raises InvalidInput

@@ -1,6 +1,6 @@
 """Alerts: evaluated by the sweeper from rows, stored, announced by webhook.
 
-Seed 002's lesson: "worker completed" says code ran, not that anyone got
+The lesson of R002.1 (docs/requirements.md): "worker completed" says code ran, not that anyone got
 the report. So the conditions here are about the ledger, never about a
 batch finishing:
 
@@ -17,7 +17,7 @@ batch finishing:
 
 A warning needs age only, so someone can look before the objective is
 spent. A page needs age AND affected volume: a single slow receipt that
-the next poll closes must not wake anyone (seed 002, "the on-call cost of
+the next poll closes must not wake anyone (R002.8, "the on-call cost of
 a polling threshold"). Every alert names what the page must say: event
 class, job and report ids, template revision, channel, affected recipient
 count, oldest nonterminal age, last successful reconciliation and the

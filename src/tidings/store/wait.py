@@ -5,7 +5,7 @@ brings the application up before PostgreSQL, a failover is in progress, the
 server is still replaying WAL) keeps trying with bounded exponential backoff
 and jitter instead of exiting. Once running, the processes already ride out
 outages on their own (the pool checks connections on checkout, the worker's
-loops retry); this covers the one step that used to be fatal.
+loops retry); this covers the one step where a failure would be fatal.
 
 The schedule is pure (`Backoff.delay`) and the loop takes its clock, sleep
 and random draws as arguments, so both are tested without waiting.
