@@ -114,8 +114,9 @@ class DevStack:
                 str(self.simulator_port),
                 "--webhook-url",
                 config.pop("webhook_url"),
-                "--webhook-secret",
-                self.secret,
+                # One word: a random secret may start with "-", which a
+                # separate argument would pass off as an option.
+                f"--webhook-secret={self.secret}",
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
