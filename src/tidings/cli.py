@@ -93,14 +93,6 @@ def worker(
     sms_concurrency: Annotated[int, typer.Option(help="parallel SMS sends")] = 8,
     email_concurrency: Annotated[int, typer.Option(help="parallel e-mail sends")] = 8,
     batch_size: Annotated[int, typer.Option(help="most intents claimed per transaction")] = 256,
-    recheck_after: Annotated[
-        float,
-        typer.Option(
-            min=0.0,
-            help="call only after a read of the intent's state at most this many seconds old "
-            "(0: a read before every call); see docs/states.md",
-        ),
-    ] = 0.05,
     lease_seconds: Annotated[
         float | None, typer.Option(help="worker lease per claimed intent (TIDINGS_LEASE_SECONDS)")
     ] = None,
@@ -119,7 +111,6 @@ def worker(
     settings = Settings()
     config = WorkerConfig(
         batch_size=batch_size,
-        recheck_after=recheck_after,
         lease_seconds=lease_seconds or settings.lease_seconds,
         concurrency={"sms": sms_concurrency, "email": email_concurrency},
         not_received_after=settings.not_received_after_seconds,

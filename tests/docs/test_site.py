@@ -37,7 +37,7 @@ def test_the_site_builds_strictly_with_the_generated_references(tmp_path: Path) 
     http = (tmp_path / "reference" / "http" / "index.html").read_text()
     assert "/v1/intents/{intent_id}/cancel" in http
     cli = (tmp_path / "reference" / "cli" / "index.html").read_text()
-    assert "tidings worker" in cli and "--recheck-after" in cli
+    assert "tidings worker" in cli and "--lease-seconds" in cli
     settings = (tmp_path / "reference" / "settings" / "index.html").read_text()
     assert "TIDINGS_LEASE_SECONDS" in settings
     assert (tmp_path / "reference" / "openapi.json").is_file()

@@ -93,7 +93,7 @@ def one_offer(t: Tidings) -> Any:
 
 
 @pytest.mark.parametrize(
-    "point", ["after_claim", "before_send", "after_send_before_record", "after_record"]
+    "point", ["after_claim", "before_mark", "before_send", "after_send_before_record", "after_record"]
 )
 def test_a_worker_killed_at_each_step_sends_no_second_message(
     db_url: str, tmp_path: Path, point: str
@@ -123,8 +123,11 @@ def test_a_worker_killed_at_each_step_sends_no_second_message(
     accepted = [e for e in entries if e["outcome"] in SENT]
     assert len(accepted) == 1, entries
     assert [a.state for a in got.attempts][-1] in ("accepted", "delivered")
-    if point in ("after_claim", "before_send"):
-        # never sent: the lookup proved it, and a new attempt key went out
+    if point in ("after_claim", "before_mark"):
+        # no call-started mark: due again at once under the same attempt
+        assert accepted[0]["idempotency_key"] == attempt_key(intent.id, 1)
+    elif point == "before_send":
+        # marked, never sent: the lookup proved it, and a new attempt key went out
         assert accepted[0]["idempotency_key"] == attempt_key(intent.id, 2)
     else:
         assert accepted[0]["idempotency_key"] == attempt_key(intent.id, 1)

@@ -86,7 +86,7 @@ def every_send_had_a_committed_claim(s: Snapshot) -> list[str]:
 
 def no_claim_after_cancel(s: Snapshot) -> list[str]:
     """No attempt starts after a cancel committed. (A claim before it is
-    called only after a read no older than `recheck_after` found it
+    called only after its call-started mark, written while it was still
     uncanceled: docs/states.md.)"""
     found = []
     for intent_id, rows in s.by_intent(s.transitions).items():

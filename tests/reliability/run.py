@@ -236,7 +236,9 @@ def _processed(s: invariants.Snapshot) -> dict[str, Any]:
         "provider_requests": dict(Counter(e["outcome"] for e in s.ledger_after).most_common()),
         "observations_by_source": dict(Counter(o["source"] for o in s.observations)),
         "receipts_by_state": dict(Counter(r["state"] for r in s.receipts)),
-        "lease_recoveries": sum(1 for t in s.transitions if t["decision_code"] == "LEASE_EXPIRED"),
+        "lease_recoveries": sum(
+            1 for t in s.transitions if t["decision_code"] in ("LEASE_EXPIRED", "CALL_NOT_STARTED")
+        ),
         "cancels_committed": sum(1 for t in s.transitions if t["event"] == "cancel"),
         "deadline_expiries": sum(1 for t in s.transitions if t["event"] == "deadline_passed"),
         "jobs": len(s.job_counts),

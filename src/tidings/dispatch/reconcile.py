@@ -45,32 +45,59 @@ NOT_RECEIVED_AFTER_SECONDS = 60.0
 
 
 def recover_leases(conn: Conn, now: datetime, limit: int = 100) -> int:
-    """Expired leases become unknown outcomes to reconcile, never resends."""
+    """Expired leases: a call that never started is due again at once; one
+    that started is an unknown outcome to reconcile, never a resend."""
     rows = fetch_all(conn, "expired_leases", {"now": now, "limit": limit})
     for row in rows:
         intent = Intent.from_row(row)
-        marked = attempts.settle(
-            conn,
-            AttemptRef(intent.tenant_id, intent.id, intent.attempt_count),
-            AttemptState.UNKNOWN,
-            code="LEASE_EXPIRED",
-            now=now,
-            from_states={AttemptState.SENDING},
-            next_check_at=now,
-            checks_expire_at=now + timedelta(days=1),
-        )
-        moved = ledger.transition(
-            conn,
-            intent,
-            Event.OUTCOME_UNKNOWN,
-            now=now,
-            actor="system:sweeper",
-            move=ledger.Move(decision_code="LEASE_EXPIRED"),
-            detail={"lease_owner": intent.lease_owner, "attempt": intent.attempt_count},
-        )
-        if not marked:
-            carry_settled_attempt(conn, moved, now)
+        ref = AttemptRef(intent.tenant_id, intent.id, intent.attempt_count)
+        attempt = attempts.lock_for_recovery(conn, ref)
+        if attempt is not None and attempt.call_started_at is None:
+            _call_not_started(conn, intent, attempt, now)
+        else:
+            _outcome_unknown(conn, intent, ref, now)
     return len(rows)
+
+
+def _call_not_started(conn: Conn, intent: Intent, attempt: Attempt, now: datetime) -> None:
+    """No call-started mark: nothing went out, so the claim is simply undone."""
+    if not attempts.withdraw_unstarted(conn, AttemptRef.of(attempt)):
+        # Settled meanwhile (the worker recorded a refusal before any call).
+        _outcome_unknown(conn, intent, AttemptRef.of(attempt), now)
+        return
+    ledger.transition(
+        conn,
+        intent,
+        Event.CALL_NOT_STARTED,
+        now=now,
+        actor="system:sweeper",
+        move=ledger.Move(next_due_at=now, attempts_added=-1, decision_code="CALL_NOT_STARTED"),
+        detail={"lease_owner": intent.lease_owner, "attempt": attempt.n},
+    )
+
+
+def _outcome_unknown(conn: Conn, intent: Intent, ref: AttemptRef, now: datetime) -> None:
+    marked = attempts.settle(
+        conn,
+        ref,
+        AttemptState.UNKNOWN,
+        code="LEASE_EXPIRED",
+        now=now,
+        from_states={AttemptState.SENDING},
+        next_check_at=now,
+        checks_expire_at=now + timedelta(days=1),
+    )
+    moved = ledger.transition(
+        conn,
+        intent,
+        Event.OUTCOME_UNKNOWN,
+        now=now,
+        actor="system:sweeper",
+        move=ledger.Move(decision_code="LEASE_EXPIRED"),
+        detail={"lease_owner": intent.lease_owner, "attempt": intent.attempt_count},
+    )
+    if not marked:
+        carry_settled_attempt(conn, moved, now)
 
 
 def lease_checks(conn: Conn, now: datetime, limit: int) -> list[DueCheck]:

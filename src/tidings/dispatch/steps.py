@@ -2,8 +2,8 @@
 
 Each step runs once and returns, so tests drive a worker with a manual
 clock; `dispatch/runner.py` runs them on threads. A send's group is
-recorded in one transaction, and a call starts only after a fresh read of
-its claim (`dispatch/recheck.py`).
+recorded in one transaction, and a call starts only after its durable
+"call started" mark committed (`dispatch/call_start.py`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import psycopg
 
 from tidings.dispatch import faults
 from tidings.dispatch.allowance import consume, spend_keys
+from tidings.dispatch.call_start import CallStarts, Verdict
 from tidings.dispatch.claim import Claimed, ClaimRequest, claim_batch
 from tidings.dispatch.event_push import EventPusher
 from tidings.dispatch.facts import recipient_facts
@@ -31,7 +32,6 @@ from tidings.dispatch.message import Minter, PrepareError, TemplateCache, prepar
 from tidings.dispatch.minting import MintUnavailable
 from tidings.dispatch.provider_call import call_provider
 from tidings.dispatch.quarantine import UNREADABLE, claim_row_by_row
-from tidings.dispatch.recheck import GroupCheck, Verdict
 from tidings.dispatch.reconcile import run_checks
 from tidings.dispatch.record import (
     IntentOutcome,
@@ -52,7 +52,8 @@ from tidings.outbound import AddressPolicy, OutboundClient
 from tidings.providers.base import ProviderAdapter
 from tidings.providers.outcomes import RejectCode, Retryable
 from tidings.runtime import Runtime
-from tidings.store.database import Row, execute, fetch_all
+from tidings.store.attempts import AttemptRef, CallMark, MarkResult, mark_calls_started
+from tidings.store.database import execute
 
 log = logging.getLogger("tidings.worker")
 MINT_RETRY_SECONDS = 30.0
@@ -70,10 +71,6 @@ class WorkerConfig:
     # See reconcile.NOT_RECEIVED_AFTER_SECONDS: must exceed the longest a
     # provider may take to record a request that is already on its way.
     not_received_after: float = 60.0
-    # A call starts only after a read of its intent's committed state that
-    # began at most this long before (dispatch/recheck.py); 0 reads before
-    # every call.
-    recheck_after: float = 0.05
     # Event pushes go to tenants' own servers: a pool of their own, this
     # many tenants at once, each request within this deadline overall.
     event_push_concurrency: int = 4
@@ -109,9 +106,7 @@ class WorkerSteps:
         }
         self._inflight: set[Any] = set()
         self._inflight_lock = threading.Lock()
-        self._check: GroupCheck[Claimed] = GroupCheck(
-            self._read_claims, lambda c: c.intent.id, self.config.recheck_after
-        )
+        self._starts: CallStarts[Claimed] = CallStarts(self._mark_started, lambda c: c.intent.id)
         self.alerts = AlertSweeper(runtime)
         self.event_pusher = EventPusher(
             runtime.db,
@@ -136,7 +131,6 @@ class WorkerSteps:
         request = ClaimRequest(
             channel, limit, self.owner, self.config.lease_seconds, self.adapters[channel].name
         )
-        read_at = time.monotonic()
         try:
             with self.runtime.db.transaction() as conn:
                 claimed = claim_batch(conn, request, self.runtime.clock.now(), self.facts)
@@ -147,7 +141,6 @@ class WorkerSteps:
             claimed = claim_row_by_row(
                 self.runtime.db, request, self.runtime.clock.now(), self.facts
             )
-        self._check.claimed(claimed, read_at)
         if claimed:
             faults.point("after_claim")
         return claimed
@@ -207,7 +200,6 @@ class WorkerSteps:
     def _release(self, claimed: list[Claimed]) -> None:
         with self._inflight_lock:
             self._inflight.difference_update(c.intent.id for c in claimed)
-        self._check.forget(claimed)
 
     def _context(self, claimed: Claimed) -> Any:
         intent = claimed.intent
@@ -254,7 +246,8 @@ class WorkerSteps:
         if expires_at is not None and self.runtime.clock.now() >= expires_at:
             verdict = Verdict.EXPIRED  # while it waited for its call
         else:
-            verdict = self._check.verdict(claimed)
+            faults.point("before_mark")
+            verdict = self._starts.verdict(claimed)
         if verdict is not Verdict.GO:
             del message
             return self._not_called(claimed, verdict)
@@ -275,18 +268,14 @@ class WorkerSteps:
         faults.point("after_send_before_record")
         return Sent(claimed, result, segments, encoding)
 
-    def _read_claims(self, claims: Sequence[Claimed]) -> dict[Hashable, Verdict]:
+    def _mark_started(self, claims: Sequence[Claimed]) -> dict[Hashable, Verdict]:
+        marks = [
+            CallMark(AttemptRef(c.intent.tenant_id, c.intent.id, c.n), c.intent.version)
+            for c in claims
+        ]
         with self.runtime.db.statements() as conn:
-            rows = fetch_all(
-                conn,
-                "still_claimed",
-                {
-                    "tenant_ids": [c.intent.tenant_id for c in claims],
-                    "ids": [c.intent.id for c in claims],
-                },
-            )
-        found = {row["id"]: row for row in rows}
-        return {c.intent.id: _verdict(c, found.get(c.intent.id)) for c in claims}
+            found = mark_calls_started(conn, marks, self.owner, self.runtime.clock.now())
+        return {m.ref.intent_id: _verdict(found.get(m.ref)) for m in marks}
 
     def _not_called(self, claimed: Claimed, verdict: Verdict) -> IntentOutcome:
         """The read before the call found the claim no longer stands."""
@@ -345,13 +334,9 @@ class WorkerSteps:
             )
 
 
-def _verdict(claimed: Claimed, row: Row | None) -> Verdict:
-    intent = claimed.intent
-    if (
-        row is None
-        or row["state"] != "sending"
-        or row["version"] != intent.version
-        or row["lease_owner"] != intent.lease_owner
-    ):
+def _verdict(found: MarkResult | None) -> Verdict:
+    if found is None or not found.held:
         return Verdict.WITHDRAWN
-    return Verdict.KILLED if row["killed"] else Verdict.GO
+    if found.killed:
+        return Verdict.KILLED
+    return Verdict.GO if found.marked else Verdict.WITHDRAWN

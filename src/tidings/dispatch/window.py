@@ -4,8 +4,8 @@ Large enough that claims and records go in large batches: their statements
 cost mostly per batch, not per row (with 2 workers and a zero-latency
 provider, 3,300 intents/s with a window of 100 and 4,000/s with 256). But
 a claimed intent waits in the window for a send thread, holding its lease
-and its share of the rate allowance, and a claim that waited needs a read
-of its state again before its call (recheck.py), so the window is also
+and its share of the rate allowance, and its state is read again by the
+call-started mark before its call (call_start.py), so the window is also
 bounded by time: no more claims than the channel's send threads clear in
 QUEUE_SECONDS at the calls' recent pace. A fast provider gets the whole
 batch size; a slow one (or a stalled one) a few claims per thread.

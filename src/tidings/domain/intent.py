@@ -31,6 +31,9 @@ class Attempt:
     check_count: int = 0
     next_check_at: datetime | None = None
     checks_expire_at: datetime | None = None
+    # When its provider call started (the durable mark written right
+    # before the call); None: it never did.
+    call_started_at: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Attempt:

@@ -36,6 +36,7 @@ class Event(StrEnum):
     LIMIT_DEFERRED = "limit_deferred"
     RELEASED = "released"
     OUTCOME_UNKNOWN = "outcome_unknown"
+    CALL_NOT_STARTED = "call_not_started"
     NOT_RECEIVED = "not_received"
     DELIVERED = "delivered"
     UNDELIVERED_RETRYABLE = "undelivered_retryable"
@@ -114,6 +115,13 @@ RULES: tuple[Rule, ...] = (
         Event.OUTCOME_UNKNOWN,
         S.RECONCILING,
         "look the attempt up before any new attempt",
+    ),
+    _rule(
+        {S.SENDING},
+        Event.CALL_NOT_STARTED,
+        S.PENDING,
+        "the lease expired and no call-started mark was written: nothing was sent, so "
+        "it is due again at once under the same attempt (number and key)",
     ),
     _rule(
         {S.RECONCILING},
@@ -267,12 +275,13 @@ def states_document() -> str:
         "| Attempt state | Rank |\n|---|---|\n"
         f"{ranks}\n\n"
         "## Between the claim and the call\n\n"
-        "A worker calls the provider only after a read of the intent's committed\n"
-        "state, begun at most `recheck_after` before the call (50 ms by default;\n"
-        "the claim is the first such read), found it still `sending` at the\n"
-        "claim's version under the worker's lease. A cancel, an expiry or a kill\n"
-        "switch that commits earlier stops the call; the attempt closes with\n"
-        "nothing sent:\n\n"
+        "A worker calls the provider only after its durable \"call started\" mark\n"
+        "has committed (`attempts.call_started_at`, written for a group of calls\n"
+        "in one statement right before they go out). The same statement is the\n"
+        "last read of the claim: it marks a call only while the intent is still\n"
+        "`sending` at the claim's version under the worker's lease, with no kill\n"
+        "switch covering it. A cancel, an expiry or a kill switch that commits\n"
+        "before it stops the call; the attempt closes with nothing sent:\n\n"
         "| Attempt | Why | The intent |\n|---|---|---|\n"
         "| `failed` / `WITHDRAWN` | the intent moved first (canceled, expired, "
         "its lease recovered) | stays where that move put it |\n"
@@ -284,7 +293,17 @@ def states_document() -> str:
         "`released`: due again at once |\n\n"
         "A cancel that commits later than that, while the request is on its\n"
         "way, cannot unsend it: the attempt keeps the provider's answers and\n"
-        "the intent stays canceled ([R000.6](requirements.md)).\n"
+        "the intent stays canceled ([R000.6](requirements.md)).\n\n"
+        "## After a crash\n\n"
+        "A worker that dies holding claims leaves intents `sending` whose lease\n"
+        "runs out. Lease recovery reads each one's mark. Without it the call\n"
+        "never started: the attempt row is removed and the intent is due again\n"
+        "at once (`call_not_started`), under the same attempt number and key, so\n"
+        "nothing is unknown and nothing is lost. With it the call may have\n"
+        "reached the provider: the attempt becomes `unknown` and the intent\n"
+        "`reconciling`, looked up (by provider message id, by our reference or\n"
+        "the provider's list search, where the provider offers one) before any\n"
+        "new attempt.\n"
     )
 
 

@@ -129,6 +129,51 @@ def accept_many(
     }
 
 
+@dataclass(frozen=True)
+class CallMark:
+    """A call about to go out: its attempt and the intent version the claim holds."""
+
+    ref: AttemptRef
+    version: int
+
+
+@dataclass(frozen=True)
+class MarkResult:
+    """What marking found: the claim still held (and not killed), and marked."""
+
+    held: bool
+    killed: bool
+    marked: bool
+
+
+def mark_calls_started(
+    conn: Conn, marks: Sequence[CallMark], owner: str, now: datetime
+) -> dict[AttemptRef, MarkResult]:
+    """Write the durable "call started" mark for a group of calls, in one
+    statement, and say which of them may go out (those marked)."""
+    if not marks:
+        return {}
+    rows = [{**m.ref.params(), "version": m.version} for m in marks]
+    found = fetch_all(conn, "attempts_call_started", {**records(rows), "owner": owner, "now": now})
+    return {
+        AttemptRef(r["tenant_id"], r["intent_id"], r["n"]): MarkResult(
+            bool(r["held"]), bool(r["killed"]), bool(r["marked"])
+        )
+        for r in found
+    }
+
+
+def lock_for_recovery(conn: Conn, ref: AttemptRef) -> Attempt | None:
+    """The attempt, locked until the caller's transaction ends."""
+    row = fetch_one(conn, "attempt_for_recovery", ref.params())
+    return None if row is None else Attempt.from_row(row)
+
+
+def withdraw_unstarted(conn: Conn, ref: AttemptRef) -> bool:
+    """Remove an attempt whose call never started; whether it was one."""
+    return fetch_one(conn, "attempt_unstarted_withdrawn", ref.params()) is not None
+
+
 def record_segments(conn: Conn, ref: AttemptRef, segments: int, encoding: str | None) -> None:
     """What the message cost, a fact whatever state the attempt is in."""
     execute(conn, "attempt_segments", {**ref.params(), "segments": segments, "encoding": encoding})

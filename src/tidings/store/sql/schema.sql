@@ -121,6 +121,9 @@ CREATE TABLE attempts (
     check_count         integer     NOT NULL DEFAULT 0,
     next_check_at       timestamptz,
     checks_expire_at    timestamptz,
+    -- Written right before the provider call goes out (migration 0018):
+    -- NULL after a crash means the call never started.
+    call_started_at     timestamptz,
     PRIMARY KEY (tenant_id, intent_id, n),
     UNIQUE (tenant_id, attempt_key),
     FOREIGN KEY (tenant_id, intent_id) REFERENCES intents (tenant_id, id)

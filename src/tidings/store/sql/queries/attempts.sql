@@ -120,3 +120,53 @@ LIMIT 2;
 SELECT count(*) AS n FROM attempts
 WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s
   AND (accepted_at IS NOT NULL OR state IN ('delivered', 'undelivered'));
+
+-- name: attempts_call_started
+-- The durable "call started" mark, for a group of calls about to go out,
+-- and the last read of each claim's committed state before its call
+-- (R000.5 in docs/requirements.md): an attempt is marked only while it is
+-- still `sending` and unmarked, and its intent is still `sending` at the
+-- claim's version under this worker's lease with no kill switch covering
+-- it. The caller calls exactly the marked ones. Lease recovery locks the
+-- attempt row before it decides (attempt_for_recovery), so a mark and a
+-- recovery never both win: a mark waiting on that lock finds the row gone.
+WITH input AS (
+    SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb)
+         AS t (tenant_id text, intent_id uuid, n int, version int)
+    LIMIT %(count)s  -- the batch's size, for the planner (see attempts_accepted)
+), checked AS (
+    SELECT t.tenant_id, t.intent_id, t.n,
+           (i.state = 'sending' AND i.version = t.version
+            AND i.lease_owner = %(owner)s) AS held,
+           EXISTS (
+               SELECT 1 FROM controls c
+               WHERE c.tenant_id = i.tenant_id AND c.kind = 'kill_switch' AND c.enabled
+                 AND c.channel IN ('', i.channel) AND c.country IN ('', coalesce(i.country, ''))
+           ) AS killed
+    FROM input t JOIN intents i ON i.tenant_id = t.tenant_id AND i.id = t.intent_id
+), marked AS (
+    UPDATE attempts a SET call_started_at = %(now)s
+    FROM checked c
+    WHERE a.tenant_id = c.tenant_id AND a.intent_id = c.intent_id AND a.n = c.n
+      AND c.held AND NOT c.killed
+      AND a.state = 'sending' AND a.call_started_at IS NULL
+    RETURNING a.tenant_id, a.intent_id, a.n
+)
+SELECT c.tenant_id, c.intent_id, c.n, c.held, c.killed, m.n IS NOT NULL AS marked
+FROM checked c
+LEFT JOIN marked m ON m.tenant_id = c.tenant_id AND m.intent_id = c.intent_id AND m.n = c.n;
+
+-- name: attempt_for_recovery
+-- The attempt of an intent whose lease expired, locked: a mark under way
+-- finishes first (then the call started), or finds the row settled here.
+SELECT * FROM attempts
+WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s
+FOR UPDATE;
+
+-- name: attempt_unstarted_withdrawn
+-- A claim whose call never started leaves no attempt: its intent is due
+-- again under the same number and key, and the audit keeps the claim.
+DELETE FROM attempts
+WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s
+  AND state = 'sending' AND call_started_at IS NULL
+RETURNING n;

@@ -81,7 +81,8 @@ WITH allowed AS (
         AS a (from_state, event, to_state)
 )
 SELECT t.tenant_id,
-       count(*) FILTER (WHERE t.decision_code = 'LEASE_EXPIRED') AS lease_recoveries,
+       count(*) FILTER (WHERE t.decision_code IN ('LEASE_EXPIRED', 'CALL_NOT_STARTED'))
+           AS lease_recoveries,
        count(*) FILTER (WHERE a.event IS NULL) AS impossible
 FROM transitions t
 LEFT JOIN allowed a
