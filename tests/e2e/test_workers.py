@@ -93,7 +93,8 @@ def one_offer(t: Tidings) -> Any:
 
 
 @pytest.mark.parametrize(
-    "point", ["after_claim", "before_mark", "before_send", "after_send_before_record", "after_record"]
+    "point",
+    ["after_claim", "before_mark", "before_send", "after_send_before_record", "after_record"],
 )
 def test_a_worker_killed_at_each_step_sends_no_second_message(
     db_url: str, tmp_path: Path, point: str

@@ -28,7 +28,7 @@ def wait_for_lock(db_url: str, what: Callable[[], bool]) -> None:
                 "SELECT count(*) FROM pg_stat_activity "
                 "WHERE wait_event_type = 'Lock' AND datname = current_database()"
             ).fetchone()
-            if waiting and waiting[0] or what():
+            if (waiting and waiting[0]) or what():
                 return
             threading.Event().wait(0.01)
     raise AssertionError("the mark never waited on the recovery's lock")
