@@ -51,6 +51,7 @@ POINTS = (
     "after_send_before_record",
     "after_send_before_record",
     "after_claim",
+    "before_mark",
     "before_send",
     "after_record",
 )

@@ -2,7 +2,8 @@
 
 `TIDINGS_FAULTS="after_send_before_record:kill"` makes the process SIGKILL
 itself at that point, so a test can interrupt each step of the send path
-exactly. Points: after_claim, before_send, after_send_before_record,
+exactly. Points: after_claim, before_mark (the call-started mark not yet
+written), before_send (marked, the request not yet out), after_send_before_record,
 after_record. Actions: kill (SIGKILL), raise (FaultInjected). An optional
 `@N` fires on the N-th time the point is reached (default 1).
 """
