@@ -21,8 +21,13 @@ def simulator(clock: ManualClock, **config: Any) -> SimulatorCore:
     return core
 
 
-def worker(t: Tidings, core: SimulatorCore, **config: Any) -> Worker:
-    adapter = InProcessSimulatorAdapter(core)
+def worker(
+    t: Tidings,
+    core: SimulatorCore,
+    adapter: InProcessSimulatorAdapter | None = None,
+    **config: Any,
+) -> Worker:
+    adapter = adapter or InProcessSimulatorAdapter(core)
     worker_config = WorkerConfig(seed=7, **config)
     return Worker(t.runtime, {"sms": adapter, "email": adapter}, config=worker_config)
 

@@ -46,6 +46,7 @@ PINNED = {
     "tidings_provider_calls_total",
     "tidings_provider_call_seconds",
     "tidings_provider_calls_withheld_total",
+    "tidings_reconciliation_lookups_total",
     "tidings_rate_limit_waits_total",
     "tidings_rate_limit_wait_seconds",
 }
@@ -114,7 +115,8 @@ def test_values_match_rows_after_driving_a_worker(
     canceled = offer(tidings, 4)
     tidings.cancel(canceled.id, reason="member_left")
     crashed = offer(tidings, 5)
-    w.claim("sms", 10)  # the worker "dies" holding the lease
+    [claimed] = w.claim("sms", 10)
+    w._starts.verdict(claimed)  # its call started; the worker "dies" holding the lease
     clock.advance(31)
     w.sweep_once()  # lease expired: reconciling, LEASE_EXPIRED audited
     tidings.set_control("kill_switch", True, channel="sms")

@@ -43,9 +43,7 @@ def test_every_attempt_settles_or_is_explicitly_unknown(
     core = simulator(clock, receipt_delay_ms=20_000)
     adapter = CountingAdapter(core)
     adapter.lookups = Counter()
-    w = worker(tidings, core)
-    w.adapters = {"sms": adapter, "email": adapter}
-    w.by_name = {"simulator": adapter}
+    w = worker(tidings, core, adapter)
     fast = [offer(tidings, n).id for n in range(6)]
     w.dispatch_once()
     core.configure({"receipt_delay_ms": 10_000_000})  # these never settle at the provider

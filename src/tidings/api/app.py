@@ -25,6 +25,7 @@ from tidings.api.upload_slots import UploadSlots
 from tidings.client import Tidings
 from tidings.config import Settings
 from tidings.console import console_router
+from tidings.providers.accounts import ProviderAccounts
 from tidings.providers.base import ProviderAdapter
 
 API_VERSION = "1.0.0"
@@ -78,7 +79,8 @@ def create_app(
     config = settings or ApiSettings()
     app = FastAPI(title="tidings", version=API_VERSION, description=DESCRIPTION)
     app.state.tidings = tidings
-    app.state.adapters = dict(adapters or {})
+    # By provider account, retired ones built on demand (providers/accounts.py).
+    app.state.adapters = ProviderAccounts(adapters or {})
     app.state.api_settings = config
     app.state.rate_limit = TenantRateLimit(config.api_rate_per_second, config.api_rate_burst)
     app.state.upload_slots = UploadSlots(config.uploads_per_tenant)

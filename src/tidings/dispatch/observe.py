@@ -207,7 +207,15 @@ def _advance_attempt(
             checks_expire_at=attempt.checks_expire_at,
         )
         return
-    attempts.settle(conn, ref, target, code=obs.code, now=now, from_states=STILL_OPEN)
+    attempts.settle(
+        conn,
+        ref,
+        target,
+        code=obs.code,
+        now=now,
+        from_states=STILL_OPEN,
+        provider_message_id=obs.provider_message_id,
+    )
 
 
 def _intent_event(

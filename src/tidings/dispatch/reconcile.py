@@ -9,6 +9,7 @@ transaction; each check is leased first by pushing its time forward.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Mapping
 from contextlib import suppress
@@ -18,6 +19,7 @@ from typing import Any
 import psycopg
 
 from tidings.dispatch.gate import frozen_policy
+from tidings.dispatch.lookup import Evidence, look_up
 from tidings.dispatch.observe import apply_observation, carry_settled_attempt
 from tidings.domain.attempts import NOT_RECEIVED_FROM, STILL_OPEN
 from tidings.domain.errors import StaleTransition
@@ -25,18 +27,26 @@ from tidings.domain.intent import Attempt, Intent
 from tidings.domain.schedules import next_check_at
 from tidings.domain.states import AttemptState
 from tidings.domain.transitions import Event, allowed
+from tidings.observability.process_metrics import record_lookup
 from tidings.providers.base import ProviderAdapter
-from tidings.providers.errors import ProviderError
-from tidings.providers.outcomes import Observation
+from tidings.providers.errors import ProviderError, ProviderUnavailable
 from tidings.store import attempts, ledger
 from tidings.store.attempts import AttemptRef, DueCheck
 from tidings.store.database import Database, fetch_all
+from tidings.vault import Vault
 
 Conn = psycopg.Connection[Any]
+log = logging.getLogger("tidings.reconciler")
 
 # While one worker looks an attempt up, others leave it alone this long.
 CHECK_LEASE_SECONDS = 30.0
-UNAVAILABLE_RETRY_SECONDS = 15.0
+# After a failed lookup, the next check waits at least this long.
+UNAVAILABLE_RETRY = timedelta(seconds=15)
+# A list search's other open calls: started up to this long before ours too
+# (their request may have reached the provider after ours).
+RIVAL_LOOKBACK = timedelta(minutes=1)
+# The lookups whose silence proves absence once `settled_by` has passed.
+PROVING = frozenset({"key", "reference", "search"})
 # "The provider has no message under this key" proves absence only once no
 # request for the attempt can still be on its way: a worker killed mid-call
 # leaves one in flight, and a slow provider may record it long after the
@@ -113,53 +123,80 @@ def run_checks(
     rng: random.Random,
     limit: int = 100,
     not_received_after: float = NOT_RECEIVED_AFTER_SECONDS,
+    vault: Vault | None = None,
 ) -> int:
+    """Look up the attempts whose check is due. `adapters` are by provider
+    account (providers/accounts.py): an attempt goes to its own account's."""
     with db.transaction() as conn:
         due = lease_checks(conn, now, limit)
     for check in due:
         adapter = adapters.get(check.attempt.provider)
-        if adapter is not None:
-            check_one(db, adapter, check, now, rng, not_received_after)
+        check_one(db, adapter, check, now, rng, not_received_after, vault)
     return len(due)
 
 
 def check_one(
     db: Database,
-    adapter: ProviderAdapter,
+    adapter: ProviderAdapter | None,
     check: DueCheck,
     now: datetime,
     rng: random.Random,
     not_received_after: float = NOT_RECEIVED_AFTER_SECONDS,
+    vault: Vault | None = None,
 ) -> None:
+    """One check, within the attempt's budget whatever the provider answers:
+    a failed lookup, or an account nobody can look up any more, counts too."""
     attempt = check.attempt
+    started = attempt.call_started_at or attempt.created_at
+    settled_by = started + timedelta(seconds=not_received_after)
     try:
-        found, looked = _look_up(adapter, attempt)
-    except ProviderError:
+        if adapter is None:
+            raise ProviderUnavailable(f"no adapter for provider account {attempt.provider!r}")
+        found = look_up(adapter, attempt, now, settled_by, _evidence(db, vault, check))
+    except ProviderError as exc:
+        why = {"provider": attempt.provider, "intent_id": str(attempt.intent_id), "why": str(exc)}
+        log.warning("lookup failed", extra=why)
+        record_lookup(attempt.provider, "failed")
         with db.transaction() as conn:
-            _reschedule(conn, attempt, now + timedelta(seconds=UNAVAILABLE_RETRY_SECONDS))
+            _schedule_next(conn, attempt, now, rng, not_before=now + UNAVAILABLE_RETRY)
         return
+    record_lookup(attempt.provider, found.how)
     with db.transaction() as conn:
-        if found is not None:
+        if found.observation is not None:
             source = "lookup" if attempt.state is AttemptState.UNKNOWN else "poll"
             # Looked up for this tenant's attempt: it may settle nobody else's.
-            apply_observation(conn, found, source, now, tenant_hint=attempt.tenant_id)
-        elif looked and attempt.state is AttemptState.UNKNOWN:
-            settled_by = attempt.created_at + timedelta(seconds=not_received_after)
-            if now < settled_by:
-                _reschedule(conn, attempt, settled_by)
-            else:
-                _not_received(conn, attempt, now)
+            apply_observation(conn, found.observation, source, now, tenant_hint=attempt.tenant_id)
+        elif found.absent:
+            _not_received(conn, attempt, now)
+            return
+        elif found.how in PROVING and now < settled_by:
+            # Silence is no proof yet: a request may still be on its way.
+            _reschedule(conn, attempt, settled_by)
             return
         _schedule_next(conn, attempt, now, rng)
 
 
-def _look_up(adapter: ProviderAdapter, attempt: Attempt) -> tuple[Observation | None, bool]:
-    """The provider's answer, and whether "nothing found" is proof of absence."""
-    if attempt.provider_message_id and adapter.supports_lookup:
-        return adapter.status(attempt.provider_message_id), False
-    if attempt.state is AttemptState.UNKNOWN and adapter.supports_lookup_by_key:
-        return adapter.find_by_key(attempt.attempt_key), True
-    return None, False  # no lookup: wait for events until the budget ends
+def _evidence(db: Database, vault: Vault | None, check: DueCheck) -> Evidence:
+    attempt, hashed = check.attempt, check.destination_hash
+
+    def destination() -> str | None:
+        if vault is None or hashed is None:
+            return None
+        with db.statements() as conn:
+            sealed = ledger.destination_ciphertext(conn, attempt.tenant_id, hashed)
+        return vault.decrypt(sealed) if sealed else None
+
+    def known(provider_message_id: str) -> bool:
+        with db.statements() as conn:
+            return bool(attempts.by_provider_id(conn, attempt.provider, provider_message_id))
+
+    def rivals(since: datetime, until: datetime) -> int:
+        if hashed is None:
+            return 1  # nothing to compare destinations by: never certain
+        with db.statements() as conn:
+            return attempts.open_calls_to(conn, attempt, hashed, since - RIVAL_LOOKBACK, until)
+
+    return Evidence(destination, known, rivals)
 
 
 def _not_received(conn: Conn, attempt: Attempt, now: datetime) -> None:
@@ -191,7 +228,14 @@ def _not_received(conn: Conn, attempt: Attempt, now: datetime) -> None:
         )
 
 
-def _schedule_next(conn: Conn, attempt: Attempt, now: datetime, rng: random.Random) -> None:
+def _schedule_next(
+    conn: Conn,
+    attempt: Attempt,
+    now: datetime,
+    rng: random.Random,
+    not_before: datetime | None = None,
+) -> None:
+    """The next check on the frozen schedule, or the end of the budget."""
     current = attempts.by_number(conn, AttemptRef.of(attempt))
     if current is None or current.state not in STILL_OPEN:
         return  # settled by what we just applied
@@ -204,7 +248,7 @@ def _schedule_next(conn: Conn, attempt: Attempt, now: datetime, rng: random.Rand
     if following is None or expired:
         _exhausted(conn, attempt, intent, now)
     else:
-        _reschedule(conn, attempt, max(following, now))
+        _reschedule(conn, attempt, max(following, now, not_before or now))
 
 
 def _reschedule(conn: Conn, attempt: Attempt, at: datetime) -> None:

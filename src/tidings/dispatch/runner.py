@@ -27,6 +27,7 @@ from tidings.dispatch.message import Minter
 from tidings.dispatch.record import IntentOutcome, Sent, record_released
 from tidings.dispatch.retention import purge
 from tidings.dispatch.steps import WorkerConfig, WorkerSteps
+from tidings.providers.accounts import Factory, from_environment
 from tidings.providers.base import ProviderAdapter
 from tidings.runtime import Runtime
 
@@ -50,9 +51,16 @@ class Worker(WorkerSteps):
         owner: str | None = None,
         minters: Mapping[str, Minter] | None = None,
         facts: RecipientFacts = recipient_facts,
+        accounts_factory: Factory | None = from_environment,
     ) -> None:
         super().__init__(
-            runtime, adapters, config=config, owner=owner, minters=minters, facts=facts
+            runtime,
+            adapters,
+            config=config,
+            owner=owner,
+            minters=minters,
+            facts=facts,
+            accounts_factory=accounts_factory,
         )
         self._inboxes = {channel: Inbox() for channel in self.adapters}
         self._pending: dict[str, dict[Future[Sent | IntentOutcome], Claimed]] = {}

@@ -49,6 +49,7 @@ from tidings.observability.alerts import AlertSweeper
 from tidings.observability.logging import log_context
 from tidings.observability.process_metrics import record_call_withheld
 from tidings.outbound import AddressPolicy, OutboundClient
+from tidings.providers.accounts import Factory, ProviderAccounts, from_environment
 from tidings.providers.base import ProviderAdapter
 from tidings.providers.outcomes import RejectCode, Retryable
 from tidings.runtime import Runtime
@@ -90,10 +91,14 @@ class WorkerSteps:
         owner: str | None = None,
         minters: Mapping[str, Minter] | None = None,
         facts: RecipientFacts = recipient_facts,
+        accounts_factory: Factory | None = from_environment,
     ) -> None:
         self.runtime = runtime
         self.adapters = dict(adapters)  # channel -> adapter
-        self.by_name = {a.name: a for a in self.adapters.values()}
+        # Every account attempts went through, retired ones built on demand.
+        self.accounts = ProviderAccounts(
+            {a.account: a for a in self.adapters.values()}, accounts_factory
+        )
         self.config = config or WorkerConfig()
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{id(self) & 0xFFFF:x}"
         self.minters = dict(minters or {})
@@ -129,7 +134,7 @@ class WorkerSteps:
 
     def claim(self, channel: str, limit: int) -> list[Claimed]:
         request = ClaimRequest(
-            channel, limit, self.owner, self.config.lease_seconds, self.adapters[channel].name
+            channel, limit, self.owner, self.config.lease_seconds, self.adapters[channel].account
         )
         try:
             with self.runtime.db.transaction() as conn:
@@ -210,7 +215,7 @@ class WorkerSteps:
             channel=intent.channel,
             template_revision=f"{intent.template_name}@{intent.template_revision}",
             attempt_key=claimed.attempt_key,
-            provider=self.adapters[intent.channel].name,
+            provider=self.adapters[intent.channel].account,
         )
 
     def _send(self, adapter: ProviderAdapter, claimed: Claimed) -> Sent | IntentOutcome:
@@ -298,11 +303,12 @@ class WorkerSteps:
     def reconcile_once(self, limit: int = 100) -> int:
         return run_checks(
             self.runtime.db,
-            self.by_name,
+            self.accounts,
             self.runtime.clock.now(),
             self.rng,
             limit,
             self.config.not_received_after,
+            self.runtime.vault,
         )
 
     def sweep_once(self) -> dict[str, int]:

@@ -65,6 +65,22 @@ _RATE_LIMIT_WAIT_SECONDS = Histogram(
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
+_LOOKUPS = Counter(
+    "tidings_reconciliation_lookups",
+    "Status checks made by reconciliation, by provider account and how they "
+    "went: id, key, reference or search (a lookup made), ambiguous (a list "
+    "search found messages nobody could tell apart), none (no lookup the "
+    "provider offers fits: receipts only), failed (the provider did not answer, "
+    "or no adapter for the account is configured)",
+    ["provider", "how"],
+    registry=PROCESS_REGISTRY,
+)
+
+
+def record_lookup(provider: str, how: str) -> None:
+    _LOOKUPS.labels(provider, how).inc()
+
+
 def record_provider_call(provider: str, channel: str, outcome: str, seconds: float) -> None:
     """Count one provider send call and its latency (call it after `send`)."""
     _PROVIDER_CALLS.labels(provider, channel, outcome).inc()

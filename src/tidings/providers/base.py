@@ -20,6 +20,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, ClassVar
 
 import httpx
@@ -92,8 +93,18 @@ def same_digest(expected: str, given: str) -> bool:
 class ProviderAdapter(ABC):
     name: ClassVar[str]
     channels: ClassVar[frozenset[str]]
+    # How an outcome can be learned when the send's answer was lost
+    # (dispatch/reconcile.py): by the provider's message id, by our key
+    # (the simulator's `ideal` profile only: no real provider), by a
+    # reference of ours the provider stores (Postmark's metadata search),
+    # or by its list search of messages to one destination in a time range
+    # (Twilio's Messages list). Per channel: see the `can_*` methods.
     supports_lookup: ClassVar[bool] = False
     supports_lookup_by_key: ClassVar[bool] = False
+    supports_reference_search: ClassVar[bool] = False
+    supports_list_search: ClassVar[bool] = False
+    # A repeated idempotency key returns the first message, nothing new sent.
+    honours_idempotency: ClassVar[bool] = False
     # Plain dicts, as in anymail: keys are lower-cased raw statuses / raw codes.
     status_map: ClassVar[Mapping[str, ObservedStatus]] = {}
     code_map: ClassVar[Mapping[str, RejectCode]] = {}
@@ -131,6 +142,25 @@ class ProviderAdapter(ABC):
             return Indeterminate(_transport_code(exc), f"outcome unknown: {exc!r}")
         return self.parse_response(response)
 
+    @property
+    def account(self) -> str:
+        """The provider account this adapter sends through, as attempts
+        record it (`attempts.provider`): receipts and lookups for an attempt
+        go to the adapter of its own account, whatever the channel uses now."""
+        return self.name
+
+    def can_look_up(self, channel: str) -> bool:
+        return self.supports_lookup and channel in self.channels
+
+    def can_find_by_key(self, channel: str) -> bool:
+        return self.supports_lookup_by_key and channel in self.channels
+
+    def can_find_by_reference(self, channel: str) -> bool:
+        return self.supports_reference_search and channel in self.channels
+
+    def can_search(self, channel: str) -> bool:
+        return self.supports_list_search and channel in self.channels
+
     def status(self, provider_message_id: str) -> Observation | None:
         self._require(self.supports_lookup, "status lookup")
         return self.parse_lookup(self._lookup(self.build_status_request(provider_message_id)))
@@ -140,14 +170,34 @@ class ProviderAdapter(ABC):
         self._require(self.supports_lookup_by_key, "lookup by idempotency key")
         return self.parse_lookup(self._lookup(self.build_key_request(idempotency_key)))
 
-    def map_status(
-        self, raw_status: str, raw_code: str | None
-    ) -> tuple[ObservedStatus, str | None]:
-        status = self.status_map.get(raw_status.lower(), ObservedStatus.unknown)
-        return status, None if raw_code is None else self.map_code(raw_code).value
+    def find_by_reference(self, channel: str, reference: str) -> list[Observation]:
+        """Every message the provider stores with this reference of ours."""
+        self._require(self.can_find_by_reference(channel), "search by reference")
+        return self.parse_search(self._lookup(self.build_reference_request(channel, reference)))
 
-    def map_code(self, raw_code: str) -> RejectCode:
-        return self.code_map.get(raw_code.lower(), RejectCode.UNKNOWN)
+    def search(
+        self, channel: str, destination: str, since: datetime, until: datetime
+    ) -> list[Observation]:
+        """The messages to `destination` the provider took between `since` and
+        `until` (each observation's `created_at`), as its list search finds them."""
+        self._require(self.can_search(channel), "list search")
+        request = self.build_search_request(channel, destination, since, until)
+        return [
+            found
+            for found in self.parse_search(self._lookup(request))
+            if found.created_at is None or since <= found.created_at <= until
+        ]
+
+    @classmethod
+    def map_status(
+        cls, raw_status: str, raw_code: str | None
+    ) -> tuple[ObservedStatus, str | None]:
+        status = cls.status_map.get(raw_status.lower(), ObservedStatus.unknown)
+        return status, None if raw_code is None else cls.map_code(raw_code).value
+
+    @classmethod
+    def map_code(cls, raw_code: str) -> RejectCode:
+        return cls.code_map.get(raw_code.lower(), RejectCode.UNKNOWN)
 
     def load_attachment(self, ref: AttachmentRef) -> bytes:
         if self._attachment_loader is None:
@@ -196,6 +246,20 @@ class ProviderAdapter(ABC):
     def parse_lookup(self, response: Any) -> Observation | None:
         # Only reached by an adapter that claims the capability without its step.
         raise ProviderConfigError(f"{self.name} has no parse_lookup step")
+
+    def build_reference_request(self, channel: str, reference: str) -> Any:
+        # Only reached by an adapter that claims the capability without its step.
+        raise ProviderConfigError(f"{self.name} has no build_reference_request step")
+
+    def build_search_request(
+        self, channel: str, destination: str, since: datetime, until: datetime
+    ) -> Any:
+        # Only reached by an adapter that claims the capability without its step.
+        raise ProviderConfigError(f"{self.name} has no build_search_request step")
+
+    def parse_search(self, response: Any) -> list[Observation]:
+        # Only reached by an adapter that claims the capability without its step.
+        raise ProviderConfigError(f"{self.name} has no parse_search step")
 
     def _lookup(self, request: Any) -> Any:
         # A lookup that fails must never read as "not found": that would
@@ -297,6 +361,20 @@ class HttpProviderAdapter(ProviderAdapter):
     def parse_lookup_body(self, response: httpx.Response) -> Observation:
         # Only reached by an adapter that claims the capability without its step.
         raise ProviderConfigError(f"{self.name} has no parse_lookup_body step")
+
+    def parse_search(self, response: httpx.Response) -> list[Observation]:
+        if response.status_code in (401, 403):
+            raise ProviderConfigError("search refused", **_error_info(response))
+        if not 200 <= response.status_code < 300:
+            raise ProviderUnavailable("search failed", **_error_info(response))
+        try:
+            return self.parse_search_body(response)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ProviderUnavailable("unreadable search", **_error_info(response)) from exc
+
+    def parse_search_body(self, response: httpx.Response) -> list[Observation]:
+        # Only reached by an adapter that claims the capability without its step.
+        raise ProviderConfigError(f"{self.name} has no parse_search_body step")
 
     def close(self) -> None:
         self._client.close()

@@ -93,9 +93,12 @@ class Observation:
     dedupe_key: str
     raw: Mapping[str, Any] = field(default_factory=dict, hash=False)
     raw_code: str | None = None
+    # When the provider took the message: what a list search matches on.
+    created_at: datetime | None = None
 
     def __post_init__(self) -> None:
-        if self.occurred_at is not None and self.occurred_at.utcoffset() is None:
-            raise ValueError("Observation.occurred_at must be timezone-aware")
+        for moment in (self.occurred_at, self.created_at):
+            if moment is not None and moment.utcoffset() is None:
+                raise ValueError("an Observation's times must be timezone-aware")
         # Redacting here, not in each adapter, means no adapter can forget.
         object.__setattr__(self, "raw", redact_value(dict(self.raw)))

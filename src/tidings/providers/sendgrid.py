@@ -187,8 +187,9 @@ class SendGridAdapter(HttpProviderAdapter):
 
     # --- event webhook ------------------------------------------------------
 
+    @classmethod
     def map_status(
-        self, raw_status: str, raw_code: str | None
+        cls, raw_status: str, raw_code: str | None
     ) -> tuple[ObservedStatus, str | None]:
         status, code = super().map_status(raw_status, raw_code)
         if raw_status.lower() == "bounce" and (raw_code or "").lower() == "blocked":

@@ -34,6 +34,19 @@ PROVIDER_MODULES: Mapping[str, str] = {
     "smtp": "tidings.providers.smtp",
     "infrai": "tidings.providers.infrai",
 }
+# Each adapter's class, for what only the class knows (its status vocabulary).
+ADAPTER_CLASSES: Mapping[str, str] = {
+    "simulator": "SimulatorAdapter",
+    "twilio": "TwilioAdapter",
+    "aws_sms": "AwsSmsAdapter",
+    "sns": "SnsSmsAdapter",
+    "ses": "SesAdapter",
+    "sendgrid": "SendGridAdapter",
+    "postmark": "PostmarkAdapter",
+    "vonage": "VonageAdapter",
+    "smtp": "SmtpAdapter",
+    "infrai": "InfraiAdapter",
+}
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
 
@@ -57,6 +70,15 @@ def build(name: str, settings: Mapping[str, Any]) -> ProviderAdapter:
     if module is not None:
         importlib.import_module(module)
     return create(name, settings)
+
+
+def adapter_class(name: str) -> type[ProviderAdapter]:
+    try:
+        module = importlib.import_module(PROVIDER_MODULES[name])
+    except KeyError:
+        raise ProviderConfigError(f"no provider adapter named {name!r}") from None
+    found: type[ProviderAdapter] = getattr(module, ADAPTER_CLASSES[name])
+    return found
 
 
 # --- reading a settings mapping --------------------------------------------

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, ClassVar
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urlencode
 
 import httpx
 
@@ -23,6 +23,7 @@ from tidings.providers.base import (
     DEFAULT_TIMEOUT,
     HttpProviderAdapter,
     HttpRequest,
+    ProviderAdapter,
     same_digest,
     stable_key,
 )
@@ -37,7 +38,10 @@ from tidings.providers.messages import (
 from tidings.providers.outcomes import Accepted, Observation, ObservedStatus, RejectCode
 from tidings.providers.registry import register
 from tidings.providers.simulator import SimulatorCore
-from tidings.providers.simulator.receipts import render
+from tidings.providers.simulator.core import NotSupported
+from tidings.providers.simulator.profiles import Echo, Profile, by_channel, profile
+from tidings.providers.simulator.receipts import PROFILE_HEADER, render, signed_part
+from tidings.providers.simulator.views import echoed_reference
 
 SIGNATURE_HEADER = "X-Simulator-Signature"
 IN_PROCESS_URL = "http://simulator.in-process"
@@ -45,10 +49,16 @@ SEND_PATHS = {"/sms/send": "sms", "/email/send": "email"}
 
 
 class SimulatorAdapter(HttpProviderAdapter):
+    """The simulator's protocol, read as the provider it plays (`profile`):
+    only the lookups that provider offers, its receipts in its own words
+    (through the real adapter's mapping), our reference where it echoes it."""
+
     name = "simulator"
     channels = frozenset({"sms", "email"})
     supports_lookup = True
     supports_lookup_by_key = True
+    supports_reference_search = True
+    supports_list_search = True
     status_map: ClassVar[Mapping[str, ObservedStatus]] = {
         "queued": ObservedStatus.accepted,
         "sent": ObservedStatus.accepted,
@@ -71,6 +81,7 @@ class SimulatorAdapter(HttpProviderAdapter):
         attachment_loader: AttachmentLoader | None = None,
         signature_tolerance_s: float | None = 300.0,
         clock: Callable[[], float] = time.time,
+        profile: str = "ideal",
     ):
         super().__init__(
             base_url, timeout=timeout, client=client, attachment_loader=attachment_loader
@@ -78,6 +89,25 @@ class SimulatorAdapter(HttpProviderAdapter):
         self._webhook_secret = webhook_secret
         self._tolerance_s = signature_tolerance_s
         self._clock = clock
+        self.profiles = by_channel(profile)
+
+    # --- what the profile's provider offers ---------------------------------
+
+    def can_look_up(self, channel: str) -> bool:
+        played = self.profiles.get(channel)
+        return played is not None and channel in played.lookup_by_id
+
+    def can_find_by_key(self, channel: str) -> bool:
+        played = self.profiles.get(channel)
+        return played is not None and played.lookup_by_key
+
+    def can_find_by_reference(self, channel: str) -> bool:
+        played = self.profiles.get(channel)
+        return played is not None and played.reference_search
+
+    def can_search(self, channel: str) -> bool:
+        played = self.profiles.get(channel)
+        return played is not None and played.list_search
 
     # --- send ---------------------------------------------------------------
 
@@ -126,26 +156,62 @@ class SimulatorAdapter(HttpProviderAdapter):
     def build_key_request(self, idempotency_key: str) -> HttpRequest:
         return HttpRequest("GET", "/messages", params={"idempotency_key": idempotency_key})
 
+    def build_reference_request(self, channel: str, reference: str) -> HttpRequest:
+        return HttpRequest("GET", f"/{channel}/messages", params={"reference": reference})
+
+    def build_search_request(
+        self, channel: str, destination: str, since: datetime, until: datetime
+    ) -> HttpRequest:
+        params = {
+            "to": destination,
+            "sent_after": repr(since.timestamp()),
+            "sent_before": repr(until.timestamp()),
+        }
+        return HttpRequest("GET", f"/{channel}/messages", params=params)
+
     def parse_lookup_body(self, response: httpx.Response) -> Observation:
-        body = response.json()
+        return self._looked_up(response.json())
+
+    def parse_search_body(self, response: httpx.Response) -> list[Observation]:
+        return [self._looked_up(found) for found in response.json()["messages"]]
+
+    def _looked_up(self, body: dict[str, Any]) -> Observation:
         # A poll has no event id: the transition itself identifies it.
         key = stable_key(self.name, body["message_id"], body["status"], body["updated_at"])
-        return self._observation(body, body["updated_at"], key)
+        played = self.profiles.get(str(body.get("channel")), profile("ideal"))
+        return self._observation(body, body["updated_at"], key, played, {})
 
     # --- webhooks -----------------------------------------------------------
 
     def verify_webhook(self, request: WebhookRequest) -> list[Observation]:
-        self._check_signature(request)
+        played = self._speaking(request)
+        self._check_signature(request, self._signed_query(played, request))
         try:
             payload = json.loads(request.body)
         except ValueError as exc:
             raise ProviderError("simulator webhook body is not JSON") from exc
         events = payload if isinstance(payload, list) else [payload]
-        return [self._event_observation(event) for event in events]
+        return [self._event_observation(event, played, request.query) for event in events]
+
+    @staticmethod
+    def _speaking(request: WebhookRequest) -> Profile:
+        name = request.headers.get(PROFILE_HEADER) or request.headers.get(PROFILE_HEADER.lower())
+        try:
+            return profile(name or "ideal")
+        except ValueError:
+            raise ProviderError("simulator webhook names no known profile") from None
+
+    @staticmethod
+    def _signed_query(played: Profile, request: WebhookRequest) -> str:
+        """The part of the URL's query the simulator added and signed."""
+        if played.echo is not Echo.CALLBACK_QUERY:
+            return ""
+        value = request.query.get(played.reference_field)
+        return urlencode({played.reference_field: value}) if value else ""
 
     def parse_inbound(self, request: WebhookRequest) -> InboundMessage:
         """The simulator's inbound messages: {"from", "text"}, signed like receipts."""
-        self._check_signature(request)
+        self._check_signature(request, "")
         try:
             payload = json.loads(request.body)
         except ValueError as exc:
@@ -154,7 +220,7 @@ class SimulatorAdapter(HttpProviderAdapter):
             raise ProviderError("simulator inbound message needs a sender")
         return InboundMessage(payload["from"], str(payload.get("text", "")))
 
-    def _check_signature(self, request: WebhookRequest) -> None:
+    def _check_signature(self, request: WebhookRequest, query: str) -> None:
         secret = self._secret().encode()  # first: without one, nothing is accepted
         header = request.headers.get(SIGNATURE_HEADER)
         if not header:
@@ -163,7 +229,7 @@ class SimulatorAdapter(HttpProviderAdapter):
         stamp, given = parts.get("t", ""), parts.get("v1", "")
         if not (stamp.isascii() and stamp.isdigit()) or not given:
             raise InvalidSignature(f"malformed {SIGNATURE_HEADER}")
-        expected = hmac.new(secret, f"{stamp}.".encode() + request.body, hashlib.sha256)
+        expected = hmac.new(secret, signed_part(stamp, query, request.body), hashlib.sha256)
         if not same_digest(expected.hexdigest(), given):
             raise InvalidSignature("simulator signature mismatch")
         if self._tolerance_s is not None and abs(self._clock() - int(stamp)) > self._tolerance_s:
@@ -174,28 +240,50 @@ class SimulatorAdapter(HttpProviderAdapter):
             raise ProviderConfigError("simulator adapter has no webhook_secret")
         return self._webhook_secret
 
-    def _event_observation(self, event: dict[str, Any]) -> Observation:
+    def _event_observation(
+        self, event: dict[str, Any], played: Profile, query: Mapping[str, str]
+    ) -> Observation:
         if not isinstance(event, dict) or "status" not in event:
             raise ProviderError("simulator webhook event lacks a status")
         event_id = event.get("event_id")
         key = f"{self.name}:event:{event_id}" if event_id else stable_key(self.name, event)
-        return self._observation(event, event.get("occurred_at"), key)
+        return self._observation(event, event.get("occurred_at"), key, played, query)
 
-    def _observation(self, body: dict[str, Any], at: str | None, dedupe_key: str) -> Observation:
+    def _observation(
+        self,
+        body: dict[str, Any],
+        at: str | None,
+        dedupe_key: str,
+        played: Profile,
+        query: Mapping[str, str],
+    ) -> Observation:
         raw_status, raw_code = str(body["status"]), body.get("code")
-        status, code = self.map_status(raw_status, None if raw_code is None else str(raw_code))
+        code_text = None if raw_code is None else str(raw_code)
+        status, code = _speaker(played).map_status(raw_status, code_text)
+        reference = echoed_reference(played, body, dict(query))
         return Observation(
-            provider=self.name,
+            provider=self.account,
             provider_message_id=_text(body.get("message_id"), "message_id"),
-            attempt_key=_text(body.get("idempotency_key"), "idempotency_key"),
+            attempt_key=_text(reference, "reference"),
             status=status,
             code=code,
             raw_status=raw_status,
             occurred_at=_occurred_at(at),
             dedupe_key=dedupe_key,
             raw=body,
-            raw_code=None if raw_code is None else str(raw_code),
+            raw_code=code_text,
+            created_at=_occurred_at(body.get("created_at")),
         )
+
+
+def _speaker(played: Profile) -> type[ProviderAdapter]:
+    """The adapter whose vocabulary the profile speaks: its own mapping
+    reads the simulator's receipts, so the two cannot drift apart."""
+    if played.name in ("ideal", "sns"):
+        return SimulatorAdapter  # the simulator's own words
+    from tidings.providers.settings import adapter_class
+
+    return adapter_class(played.name)
 
 
 def _text(value: object, name: str) -> str | None:
@@ -229,11 +317,26 @@ class CoreTransport(httpx.BaseTransport):
         path = request.url.path
         if request.method == "POST" and path in SEND_PATHS:
             return self.send(SEND_PATHS[path], json.loads(request.content), request)
+        try:
+            return self._look_up(request)
+        except NotSupported as exc:
+            return httpx.Response(501, json={"code": "NOT_SUPPORTED", "detail": str(exc)})
+
+    def _look_up(self, request: httpx.Request) -> httpx.Response:
+        path, params = request.url.path, request.url.params
         found = None
         if request.method == "GET" and path == "/messages":
-            found = self._core.find_by_key(request.url.params.get("idempotency_key", ""))
+            found = self._core.find_by_key(params.get("idempotency_key", ""))
         elif request.method == "GET" and path.startswith("/messages/"):
             found = self._core.lookup(unquote(path.removeprefix("/messages/")))
+        elif request.method == "GET" and path.endswith("/messages"):
+            channel = path.strip("/").split("/")[0]
+            if "reference" in params:
+                listed = self._core.find_by_reference(channel, params["reference"])
+            else:
+                since, until = float(params["sent_after"]), float(params["sent_before"])
+                listed = self._core.search(channel, params["to"], since, until)
+            return httpx.Response(200, json={"messages": listed})
         return httpx.Response(200, json=found) if found else httpx.Response(404, json={})
 
     def send(self, channel: str, body: Any, request: httpx.Request | None = None) -> httpx.Response:
@@ -258,6 +361,7 @@ class InProcessSimulatorAdapter(SimulatorAdapter):
         attachment_loader: AttachmentLoader | None = None,
         honor_latency: bool = False,
         clock: Callable[[], float] = time.time,
+        profile: str | None = None,
     ):
         transport = CoreTransport(core, honor_latency=honor_latency)
         client = httpx.Client(base_url=IN_PROCESS_URL, transport=transport)
@@ -267,6 +371,8 @@ class InProcessSimulatorAdapter(SimulatorAdapter):
             client=client,
             attachment_loader=attachment_loader,
             clock=clock,
+            # The core's own profile unless told otherwise: one process, one truth.
+            profile=profile or core.config.profile,
         )
         self.core = core
         self._transport = transport
@@ -307,8 +413,11 @@ class InProcessSimulatorAdapter(SimulatorAdapter):
         """Receipts due now, signed as the simulator would POST them (benchmarks)."""
         requests = []
         for receipt in self.core.take_due_receipts():
-            headers, body = render(receipt.event, self._secret(), int(self._clock()))
-            requests.append(WebhookRequest("POST", IN_PROCESS_URL + "/webhook", headers, body))
+            query = urlencode(receipt.query)
+            stamp = int(self._clock())
+            headers, body = render(receipt.event, self._secret(), stamp, query, receipt.profile)
+            url = IN_PROCESS_URL + "/webhook" + (f"?{query}" if query else "")
+            requests.append(WebhookRequest("POST", url, headers, body, dict(receipt.query)))
             self.core.mark(receipt, "delivered")
         return requests
 
@@ -318,7 +427,8 @@ def _from_settings(settings: Mapping[str, Any]) -> SimulatorAdapter:
     if not base_url:
         raise ProviderConfigError("the simulator adapter needs base_url")
     secret = settings.get("webhook_secret") or None
-    return SimulatorAdapter(base_url, secret, float(settings.get("timeout", DEFAULT_TIMEOUT)))
+    timeout = float(settings.get("timeout", DEFAULT_TIMEOUT))
+    return SimulatorAdapter(base_url, secret, timeout, profile=settings.get("profile") or "ideal")
 
 
 register("simulator", _from_settings)

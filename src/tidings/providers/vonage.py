@@ -206,15 +206,16 @@ class VonageAdapter(HttpProviderAdapter):
 
     # --- delivery receipts --------------------------------------------------
 
+    @classmethod
     def map_status(
-        self, raw_status: str, raw_code: str | None
+        cls, raw_status: str, raw_code: str | None
     ) -> tuple[ObservedStatus, str | None]:
-        status = self.status_map.get(raw_status.lower(), ObservedStatus.unknown)
+        status = cls.status_map.get(raw_status.lower(), ObservedStatus.unknown)
         if raw_code is None:
             return status, None
         if status is ObservedStatus.failed and raw_code in TEMPORARY_ERRORS:
             status = ObservedStatus.undelivered  # Vonage documents these as "retry"
-        return status, self.receipt_codes.get(raw_code, RejectCode.UNKNOWN).value
+        return status, cls.receipt_codes.get(raw_code, RejectCode.UNKNOWN).value
 
     def verify_webhook(self, request: WebhookRequest) -> list[Observation]:
         params = {**request.query, **_body_params(request)}

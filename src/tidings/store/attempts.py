@@ -189,11 +189,13 @@ def settle(
     from_states: Collection[AttemptState],
     next_check_at: datetime | None = None,
     checks_expire_at: datetime | None = None,
+    provider_message_id: str | None = None,
 ) -> bool:
     """Move the attempt to `state` if it is in one of `from_states`; whether it moved.
 
     `next_check_at` is when to look its status up next (None: never);
-    `checks_expire_at` None keeps the budget it has.
+    `checks_expire_at` None keeps the budget it has; `provider_message_id`
+    is recorded if the attempt had none.
     """
     row = fetch_one(
         conn,
@@ -205,6 +207,7 @@ def settle(
             "now": now,
             "next_check_at": next_check_at,
             "checks_expire_at": checks_expire_at,
+            "provider_message_id": provider_message_id,
             "from_states": sorted(s.value for s in from_states),
         },
     )
@@ -217,6 +220,7 @@ class DueCheck:
 
     attempt: Attempt
     intent_state: IntentState
+    destination_hash: str | None = None
 
 
 def lease_due_checks(
@@ -237,7 +241,12 @@ def lease_due_checks(
             },
         )
     # check_count was bumped above; the schedule counts from the value read
-    return [DueCheck(Attempt.from_row(r), IntentState(r["intent_state"])) for r in rows]
+    return [
+        DueCheck(
+            Attempt.from_row(r), IntentState(r["intent_state"]), r["intent_destination_hash"]
+        )
+        for r in rows
+    ]
 
 
 def reschedule_check(conn: Conn, ref: AttemptRef, at: datetime) -> None:
@@ -271,3 +280,27 @@ def reached_provider(conn: Conn, tenant_id: str, intent_id: UUID) -> int:
         conn, "attempts_reached_provider", {"tenant_id": tenant_id, "intent_id": intent_id}
     )
     return int(row["n"]) if row else 1
+
+
+def open_calls_to(
+    conn: Conn,
+    attempt: Attempt,
+    destination_hash: str,
+    since: datetime,
+    until: datetime,
+) -> int:
+    """Other started calls to this destination through the attempt's provider
+    account, in [since, until], whose provider id is not known yet."""
+    row = fetch_one(
+        conn,
+        "open_calls_to_destination",
+        {
+            **AttemptRef.of(attempt).params(),
+            "provider": attempt.provider,
+            "channel": attempt.channel,
+            "destination_hash": destination_hash,
+            "since": since,
+            "until": until,
+        },
+    )
+    return int(row["n"]) if row else 0

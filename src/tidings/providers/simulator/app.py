@@ -2,8 +2,10 @@
 
 Route names are public (tests, the demo and the reliability suite use them):
 send (`POST /sms/send`, `POST /email/send`), lookups (`GET /messages/{id}`,
-`GET /messages?idempotency_key=`), and test controls under `/_`: `_ledger`,
-`_reset`, `_config`, `_advance`, `_receipts`.
+`GET /messages?idempotency_key=`, `GET /{channel}/messages?to=&sent_after=`
+and `?reference=`, each only where the profile's provider offers it: 501
+`NOT_SUPPORTED` otherwise), and test controls under `/_`: `_ledger`,
+`_reset`, `_config`, `_profiles`, `_advance`, `_receipts`.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 import uvicorn
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
 from tidings.providers.simulator.config import SimulatorConfig
-from tidings.providers.simulator.core import SimulatorCore
+from tidings.providers.simulator.core import NotSupported, SimulatorCore
 from tidings.providers.simulator.receipts import ReceiptDispatcher
 
 NOT_FOUND = {"code": "NOT_FOUND"}
@@ -79,6 +81,12 @@ def _send_routes(app: FastAPI, core: SimulatorCore) -> None:
 
 
 def _lookup_routes(app: FastAPI, core: SimulatorCore) -> None:
+    """What the current profile's provider offers; anything else is 501."""
+
+    @app.exception_handler(NotSupported)
+    async def not_supported(_: Request, exc: NotSupported) -> JSONResponse:
+        return JSONResponse({"code": "NOT_SUPPORTED", "detail": str(exc)}, 501)
+
     @app.get("/messages/{message_id}")
     async def get_message(message_id: str) -> JSONResponse:
         found = core.lookup(message_id)
@@ -88,6 +96,22 @@ def _lookup_routes(app: FastAPI, core: SimulatorCore) -> None:
     async def find_message(idempotency_key: str) -> JSONResponse:
         found = core.find_by_key(idempotency_key)
         return JSONResponse(found) if found else JSONResponse(NOT_FOUND, 404)
+
+    @app.get("/{channel}/messages")
+    async def search_messages(
+        channel: Literal["sms", "email"],
+        to: str | None = None,
+        sent_after: float | None = None,
+        sent_before: float | None = None,
+        reference: str | None = None,
+    ) -> JSONResponse:
+        """The list search (`to`, a time range in Unix seconds) or the search
+        by a reference of ours, as the profile's provider offers them."""
+        if reference is not None:
+            return JSONResponse({"messages": core.find_by_reference(channel, reference)})
+        if to is None or sent_after is None:
+            return JSONResponse({"code": "INVALID_SEARCH"}, 400)
+        return JSONResponse({"messages": core.search(channel, to, sent_after, sent_before)})
 
 
 def _control_routes(app: FastAPI, core: SimulatorCore) -> None:
@@ -103,6 +127,11 @@ def _control_routes(app: FastAPI, core: SimulatorCore) -> None:
     @app.get("/_config")
     async def get_config() -> SimulatorConfig:
         return core.config
+
+    @app.get("/_profiles")
+    async def get_profiles() -> dict[str, dict[str, object]]:
+        """What each channel's provider offers under the current profile."""
+        return core.profiles()
 
     @app.put("/_config")
     async def put_config(changes: dict[str, Any]) -> JSONResponse:

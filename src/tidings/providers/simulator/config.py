@@ -7,6 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tidings.providers.simulator.profiles import Profile, by_channel
+
 # A well-known development secret: the simulator is a test peer, never a real
 # provider, and `tidings up` must work with zero setup.
 DEFAULT_WEBHOOK_SECRET = "tidings-simulator-secret"
@@ -33,13 +35,27 @@ class SimulatorConfig(BaseModel):
     seed: int = 0
     webhook_url: str | None = None
     webhook_secret: str = DEFAULT_WEBHOOK_SECRET
+    # Which real provider to play (profiles.py): `NAME`, or `sms=NAME,email=NAME`.
+    profile: str = "ideal"
+    # How long after acceptance a message shows in a list or reference
+    # search; None: the profile's own (real searches are eventually consistent).
+    search_visible_after_ms: float | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _fault_rates_fit(self) -> SimulatorConfig:
         # One uniform draw is split between the three faults, so they must fit in 1.
         if self.rate_429 + self.rate_5xx + self.rate_timeout > 1.0:
             raise ValueError("rate_429 + rate_5xx + rate_timeout must not exceed 1")
+        by_channel(self.profile)  # raises ValueError naming the known profiles
         return self
+
+    def profiles(self) -> dict[str, Profile]:
+        """The profile each channel plays."""
+        return by_channel(self.profile)
+
+    def visible_after_s(self, played: Profile) -> float:
+        chosen = self.search_visible_after_ms
+        return (played.search_visible_after_ms if chosen is None else chosen) / 1000
 
     def updated(self, changes: Mapping[str, Any]) -> SimulatorConfig:
         return SimulatorConfig.model_validate({**self.model_dump(), **changes})

@@ -24,12 +24,13 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
+from tidings.providers.simulator import views
 from tidings.providers.simulator.config import SimulatorConfig
 from tidings.providers.simulator.magic import Magic, magic_for
+from tidings.providers.simulator.profiles import Echo, Profile
+from tidings.providers.simulator.records import Message, Receipt, Reply, destination_hash
 
 _MAGIC_OUTCOMES = {
     "reject": "rejected",
@@ -41,73 +42,11 @@ _ACCEPTED_OUTCOMES = ("accepted", "timeout_after_accept")
 _SOFT_FAILURE_CODES = {"sms": "UNREACHABLE", "email": "BOUNCED"}
 
 
-def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat()
+iso = views.iso
 
 
-def destination_hash(to: str) -> str:
-    return hashlib.sha256(to.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What the HTTP layer should answer; the in-process adapter reads it directly."""
-
-    status_code: int
-    body: dict[str, Any]
-    headers: dict[str, str] = field(default_factory=dict)
-    latency_s: float = 0.0
-    stall_s: float = 0.0  # > 0: the answer must not arrive before the client gives up
-
-
-@dataclass
-class Message:
-    message_id: str
-    channel: str
-    idempotency_key: str
-    accepted_at: float
-    sent_at: float
-    final_at: float
-    final_status: str
-    final_code: str | None
-
-    def state_at(self, now: float) -> tuple[str, str | None, float]:
-        if now >= self.final_at:
-            return self.final_status, self.final_code, self.final_at
-        if now >= self.sent_at:
-            return "sent", None, self.sent_at
-        return "queued", None, self.accepted_at
-
-    def view(self, now: float) -> dict[str, Any]:
-        status, code, updated = self.state_at(now)
-        return {
-            "message_id": self.message_id,
-            "channel": self.channel,
-            "status": status,
-            "code": code,
-            "updated_at": iso(updated),
-            "idempotency_key": self.idempotency_key,
-        }
-
-
-@dataclass
-class Receipt:
-    event: dict[str, Any]
-    due_at: float
-    duplicate: bool = False
-    state: str = "pending"  # pending, delivered, failed, lost, dropped
-    attempts: int = 0
-
-    def view(self) -> dict[str, Any]:
-        return {
-            "event_id": self.event["event_id"],
-            "message_id": self.event["message_id"],
-            "status": self.event["status"],
-            "due_at": iso(self.due_at),
-            "duplicate": self.duplicate,
-            "state": self.state,
-            "attempts": self.attempts,
-        }
+class NotSupported(Exception):
+    """The profile's provider offers no such lookup."""
 
 
 class SimulatorCore:
@@ -115,6 +54,7 @@ class SimulatorCore:
         self, config: SimulatorConfig | None = None, *, clock: Callable[[], float] = time.time
     ):
         self._config = config or SimulatorConfig()
+        self._profiles = self._config.profiles()
         self._clock = clock
         self._lock = threading.RLock()
         self._clear()
@@ -138,6 +78,7 @@ class SimulatorCore:
     def configure(self, changes: Mapping[str, Any]) -> SimulatorConfig:
         with self._lock:
             self._config = self._config.updated(changes)
+            self._profiles = self._config.profiles()
             return self._config
 
     def reset(self, *, config: bool = False) -> None:
@@ -145,6 +86,15 @@ class SimulatorCore:
             self._clear()
             if config:
                 self._config = SimulatorConfig()
+                self._profiles = self._config.profiles()
+
+    def profile(self, channel: str) -> Profile:
+        """The provider this channel's messages meet (profiles.py)."""
+        return self._profiles[channel]
+
+    def profiles(self) -> dict[str, dict[str, object]]:
+        with self._lock:
+            return {channel: p.describe() for channel, p in sorted(self._profiles.items())}
 
     def now(self) -> float:
         return self._clock() + self._offset
@@ -162,9 +112,19 @@ class SimulatorCore:
             rng, message_id = self._request_rng(channel, key)
             magic = magic_for(channel, to)
             outcome = self._fault(magic, rng)
+            first = self._first_by_key.get(key)
             message = None
-            if outcome in _ACCEPTED_OUTCOMES:
-                message = self._accept(message_id, channel, key, magic, rng)
+            if (
+                first is not None
+                and outcome in _ACCEPTED_OUTCOMES
+                and self._messages[first].channel == channel
+                and self.profile(channel).honours_idempotency
+            ):
+                # The provider knows this key: the first message comes back
+                # and nothing new is sent.
+                outcome, message = "deduplicated", self._messages[first]
+            elif outcome in _ACCEPTED_OUTCOMES:
+                message = self._accept(message_id, channel, key, to, magic, rng)
             self._ledger.append(self._ledger_entry(channel, key, to, message, outcome))
             return self._reply(outcome, message, magic)
 
@@ -191,14 +151,22 @@ class SimulatorCore:
         return "accepted"
 
     def _accept(
-        self, message_id: str, channel: str, key: str, magic: Magic | None, rng: random.Random
+        self,
+        message_id: str,
+        channel: str,
+        key: str,
+        to: str,
+        magic: Magic | None,
+        rng: random.Random,
     ) -> Message:
         now, delay = self.now(), self._config.receipt_delay_ms / 1000
         status, code = self._final_outcome(channel, magic, rng)
-        message = Message(message_id, channel, key, now, now + delay / 2, now + delay, status, code)
+        message = Message(
+            message_id, channel, key, now, now + delay / 2, now + delay, status, code, to
+        )
         self._messages[message_id] = message
         self._first_by_key.setdefault(key, message_id)
-        if self._config.webhook_url:
+        if self._config.webhook_url and self.profile(channel).receipts:
             self._plan_receipts(message, rng)
         return message
 
@@ -230,7 +198,8 @@ class SimulatorCore:
         if message is not None:
             stall = c.timeout_stall_ms / 1000 if outcome == "timeout_after_accept" else 0.0
             accepted = {"message_id": message.message_id, "status": "queued"}
-            return Reply(201, accepted, latency_s=latency, stall_s=stall)
+            status = 200 if outcome == "deduplicated" else 201
+            return Reply(status, accepted, latency_s=latency, stall_s=stall)
         if outcome == "rate_limited":
             limited = {"code": "RATE_LIMITED", "retry_after_seconds": c.retry_after_seconds}
             return Reply(429, limited, {"Retry-After": str(c.retry_after_seconds)}, latency)
@@ -243,35 +212,46 @@ class SimulatorCore:
 
     def _plan_receipts(self, message: Message, rng: random.Random) -> None:
         c = self._config
-        events = [
-            self._event(message, "sent", None, message.sent_at),
-            self._event(message, message.final_status, message.final_code, message.final_at),
+        played = self.profile(message.channel)
+        stages = [
+            ("sent", None, message.sent_at),
+            (message.final_status, message.final_code, message.final_at),
         ]
+        events = [self._event(message, played, *stage) for stage in stages]
         dues = [message.sent_at, message.final_at]
         if c.reorder:
             # Same delivery times, events permuted: a terminal event can beat "sent".
             rng.shuffle(events)
         spread = max(c.receipt_delay_ms / 1000, 0.05)
+        query = {}
+        if played.echo is Echo.CALLBACK_QUERY:
+            query = {played.reference_field: message.idempotency_key}
         for event, due in zip(events, dues, strict=True):
-            if rng.random() < c.loss_rate:
-                self._receipts.append(Receipt(event, due, state="lost"))
+            # Drawn for every stage, reported or not, so profiles share one stream.
+            lost, duplicated = rng.random() < c.loss_rate, rng.random()
+            if event is None:
                 continue
-            self._schedule(Receipt(event, due))
-            if rng.random() < c.duplicate_rate:
-                self._schedule(Receipt(event, due + rng.uniform(0, spread), duplicate=True))
+            if lost:
+                lost_one = Receipt(event, due, state="lost", query=query, profile=played.name)
+                self._receipts.append(lost_one)
+                continue
+            self._schedule(Receipt(event, due, query=query, profile=played.name))
+            if duplicated < c.duplicate_rate:
+                again = due + rng.uniform(0, spread)
+                self._schedule(
+                    Receipt(event, again, duplicate=True, query=query, profile=played.name)
+                )
 
     @staticmethod
-    def _event(message: Message, status: str, code: str | None, at: float) -> dict[str, Any]:
-        # Derived from the transition, not the delivery: duplicates share the id.
-        event_id = hashlib.sha256(f"{message.message_id}|{status}".encode()).hexdigest()
-        return {
-            "event_id": "EV" + event_id[:32],
-            "message_id": message.message_id,
-            "idempotency_key": message.idempotency_key,
-            "status": status,
-            "code": code,
-            "occurred_at": iso(at),
-        }
+    def _event(
+        message: Message, played: Profile, status: str, code: str | None, at: float
+    ) -> dict[str, Any] | None:
+        raw = played.raw(status, code)
+        if raw is None:
+            return None  # this provider never reports that stage
+        return views.receipt_body(
+            played, message.message_id, message.idempotency_key, raw, at, status
+        )
 
     def _schedule(self, receipt: Receipt) -> None:
         self._receipts.append(receipt)
@@ -305,15 +285,67 @@ class SimulatorCore:
     # --- lookups -------------------------------------------------------------
 
     def lookup(self, message_id: str) -> dict[str, Any] | None:
+        """The message by the provider's id, where its provider offers that."""
         with self._lock:
             message = self._messages.get(message_id)
-            return message.view(self.now()) if message else None
+            if message is None:
+                if not any(p.lookup_by_id for p in self._profiles.values()):
+                    raise NotSupported("no lookup by message id")
+                return None
+            played = self.profile(message.channel)
+            if message.channel not in played.lookup_by_id:
+                raise NotSupported(f"{played.name} has no {message.channel} lookup by id")
+            return message.view(self.now(), played)
 
     def find_by_key(self, idempotency_key: str) -> dict[str, Any] | None:
-        """The first message accepted under this key (the simulator never dedupes)."""
+        """The first message accepted under this key: the `ideal` profile only."""
         with self._lock:
+            if not any(p.lookup_by_key for p in self._profiles.values()):
+                raise NotSupported("no lookup by our key: real providers have none")
             message_id = self._first_by_key.get(idempotency_key)
-            return self.lookup(message_id) if message_id else None
+            message = self._messages.get(message_id) if message_id else None
+            return message.view(self.now(), self.profile(message.channel)) if message else None
+
+    def search(
+        self, channel: str, to: str, since: float, until: float | None = None
+    ) -> list[dict[str, Any]]:
+        """Messages to `to` accepted in [since, until]: the provider's list search."""
+        with self._lock:
+            played = self.profile(channel)
+            if not played.list_search:
+                raise NotSupported(f"{played.name} has no list search")
+            return self._visible(
+                played,
+                (m for m in self._messages.values() if m.channel == channel and m.to == to),
+                since,
+                until,
+            )
+
+    def find_by_reference(self, channel: str, reference: str) -> list[dict[str, Any]]:
+        """Messages stored with this reference of ours (Postmark's metadata search)."""
+        with self._lock:
+            played = self.profile(channel)
+            if not played.reference_search:
+                raise NotSupported(f"{played.name} has no search by reference")
+            found = (
+                m
+                for m in self._messages.values()
+                if m.channel == channel and m.idempotency_key == reference
+            )
+            return self._visible(played, found, None, None)
+
+    def _visible(
+        self, played: Profile, found: Any, since: float | None, until: float | None
+    ) -> list[dict[str, Any]]:
+        now = self.now()
+        lag = self._config.visible_after_s(played)
+        return [
+            m.view(now, played)
+            for m in sorted(found, key=lambda m: m.accepted_at)
+            if m.accepted_at + lag <= now
+            and (since is None or m.accepted_at >= since)
+            and (until is None or m.accepted_at <= until)
+        ]
 
     def ledger(self, idempotency_key: str | None = None) -> list[dict[str, Any]]:
         with self._lock:

@@ -6,9 +6,12 @@ delivers what falls due, signs it, and retries a receiver that is down, as
 real providers do.
 
 Signature: header `X-Simulator-Signature: t=<unix>,v1=<hex>` where hex is
-HMAC-SHA256(secret, f"{t}.{body}") over the raw body bytes. `t` is wall-clock
-time of signing, never the simulated clock, so `advance()` cannot make a
-receipt look stale to the receiver.
+HMAC-SHA256(secret, f"{t}.{body}") over the raw body bytes, or, when the
+receipt's URL carries a query of ours (the Twilio profile's callback
+reference), HMAC-SHA256(secret, f"{t}.{query}.{body}"): like Twilio's, the
+signature then covers what the URL says. `t` is wall-clock time of signing,
+never the simulated clock, so `advance()` cannot make a receipt look stale
+to the receiver.
 """
 
 from __future__ import annotations
@@ -21,25 +24,48 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 
-from tidings.providers.simulator.core import Receipt, SimulatorCore
+from tidings.providers.simulator.core import SimulatorCore
+from tidings.providers.simulator.records import Receipt
 
 SIGNATURE_HEADER = "X-Simulator-Signature"
+# Which provider profile speaks: the receiver reads the receipt in its words.
+PROFILE_HEADER = "X-Simulator-Profile"
 log = logging.getLogger(__name__)
 
 
-def sign(secret: str, body: bytes, timestamp: int) -> str:
-    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
+def signed_part(timestamp: int | str, query: str, body: bytes) -> bytes:
+    """What the signature covers: the time, the receipt's own query if any, the body."""
+    prefix = f"{timestamp}." + (f"{query}." if query else "")
+    return prefix.encode() + body
+
+
+def sign(secret: str, body: bytes, timestamp: int, query: str = "") -> str:
+    mac = hmac.new(secret.encode(), signed_part(timestamp, query, body), hashlib.sha256)
     return f"t={timestamp},v1={mac.hexdigest()}"
 
 
-def render(event: dict[str, Any], secret: str, timestamp: int) -> tuple[dict[str, str], bytes]:
+def render(
+    event: dict[str, Any], secret: str, timestamp: int, query: str = "", profile: str = "ideal"
+) -> tuple[dict[str, str], bytes]:
     """Headers and body of one webhook delivery."""
     body = json.dumps(event, separators=(",", ":"), sort_keys=True).encode()
-    headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(secret, body, timestamp)}
+    signature = sign(secret, body, timestamp, query)
+    headers = {
+        "Content-Type": "application/json",
+        SIGNATURE_HEADER: signature,
+        PROFILE_HEADER: profile,
+    }
     return headers, body
+
+
+def receipt_url(webhook_url: str, query: str) -> str:
+    if not query:
+        return webhook_url
+    return webhook_url + ("&" if "?" in webhook_url else "?") + query
 
 
 class ReceiptDispatcher:
@@ -102,8 +128,10 @@ class ReceiptDispatcher:
         if not config.webhook_url:
             self._core.mark(receipt, "dropped", attempted=False)
             return
-        headers, body = render(receipt.event, config.webhook_secret, int(self._wall_clock()))
-        if self._post(config.webhook_url, headers, body):
+        query = urlencode(receipt.query)
+        stamp = int(self._wall_clock())
+        headers, body = render(receipt.event, config.webhook_secret, stamp, query, receipt.profile)
+        if self._post(receipt_url(config.webhook_url, query), headers, body):
             self._core.mark(receipt, "delivered")
         elif receipt.attempts + 1 < self._max_attempts:
             self._core.mark(receipt, "pending")

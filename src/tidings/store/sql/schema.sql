@@ -136,6 +136,11 @@ CREATE INDEX attempts_checks ON attempts (next_check_at)
 -- Receipts find their attempt by the reference they echo, which names no
 -- tenant (dispatch.sql, attempts_by_reference).
 CREATE INDEX attempts_key ON attempts (attempt_key);
+-- Calls that started and have no provider id yet: what a list search
+-- must rule out before it names a message as one attempt's (dispatch/lookup.py).
+CREATE INDEX attempts_open_calls ON attempts (provider, call_started_at)
+    WHERE provider_message_id IS NULL AND state IN ('sending', 'unknown')
+      AND call_started_at IS NOT NULL;
 
 -- What providers told us, exactly once per provider event: append-only.
 CREATE TABLE observations (

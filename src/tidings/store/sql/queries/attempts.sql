@@ -66,6 +66,8 @@ WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s;
 UPDATE attempts SET
     state = %(state)s,
     code = coalesce(%(code)s::text, code),
+    -- A receipt or search matched by our reference names the provider's id.
+    provider_message_id = coalesce(provider_message_id, %(provider_message_id)s::text),
     -- A delivery receipt proves the provider had the message, even when its
     -- own answer to the send never arrived.
     accepted_at = CASE WHEN %(state)s IN ('delivered', 'undelivered')
@@ -81,7 +83,8 @@ RETURNING *;
 
 -- name: due_checks
 -- Attempts whose status is due for a look, with their intents.
-SELECT a.*, i.state AS intent_state, i.version AS intent_version
+SELECT a.*, i.state AS intent_state, i.version AS intent_version,
+       i.destination_hash AS intent_destination_hash
 FROM attempts a JOIN intents i ON i.tenant_id = a.tenant_id AND i.id = a.intent_id
 WHERE a.state IN ('sending', 'accepted', 'unknown') AND a.next_check_at <= %(now)s
 ORDER BY a.next_check_at
@@ -170,3 +173,15 @@ DELETE FROM attempts
 WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s
   AND state = 'sending' AND call_started_at IS NULL
 RETURNING n;
+
+-- name: open_calls_to_destination
+-- Other calls of ours to one destination through one provider account,
+-- started in a time range and still without a provider id: any of them
+-- could own a message a list search finds (dispatch/lookup.py).
+SELECT count(*) AS n
+FROM attempts a JOIN intents i ON i.tenant_id = a.tenant_id AND i.id = a.intent_id
+WHERE a.provider = %(provider)s AND a.provider_message_id IS NULL
+  AND a.state IN ('sending', 'unknown') AND a.call_started_at IS NOT NULL
+  AND a.call_started_at BETWEEN %(since)s AND %(until)s
+  AND a.channel = %(channel)s AND i.destination_hash = %(destination_hash)s
+  AND NOT (a.tenant_id = %(tenant_id)s AND a.intent_id = %(intent_id)s AND a.n = %(n)s);
