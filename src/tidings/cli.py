@@ -154,11 +154,18 @@ def simulator(
     host: str = "127.0.0.1",
     seed: int = 0,
     webhook_url: Annotated[str | None, typer.Option(help="where to POST signed receipts")] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            help="the provider to play: ideal, twilio, aws_sms, sns, vonage, ses, sendgrid, "
+            "postmark, infrai, or sms=NAME,email=NAME (TIDINGS_SIMULATOR_PROFILE)"
+        ),
+    ] = None,
 ) -> None:
     """Run the provider simulator (SMS and e-mail) as its own process."""
     from tidings.providers.simulator import run
 
-    config: dict[str, Any] = {"seed": seed}
+    config: dict[str, Any] = {"seed": seed, "profile": profile or Settings().simulator_profile}
     if webhook_url:
         config["webhook_url"] = webhook_url
     # Signs with the secret `tidings serve` checks (TIDINGS_SIMULATOR_WEBHOOK_SECRET);

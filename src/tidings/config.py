@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     # Never taken from the request (api/routes/inbound.py).
     inbound_tenant: str | None = None
     simulator_url: str | None = None
+    # Which provider the simulator plays (providers/simulator/profiles.py);
+    # the simulator process is started with the same (`--profile`).
+    simulator_profile: str = "ideal"
     # Unset, the simulator's webhooks are refused, except in loopback
     # development (providers/routing.py); `tidings up` makes one per run.
     simulator_webhook_secret: SecretStr | None = None

@@ -82,7 +82,9 @@ class DevStack:
         self.tidings = Tidings(settings=self.settings)
         self.tidings.migrate()
         self._start_simulator()
-        self.adapter = SimulatorAdapter(self.simulator_url, self.secret)
+        self.adapter = SimulatorAdapter(
+            self.simulator_url, self.secret, profile=self.settings.simulator_profile
+        )
         self._start_api()
         self._metrics = serve_ledger_metrics(self.tidings.runtime, self.metrics_port)
         self.worker = Worker(
@@ -104,7 +106,11 @@ class DevStack:
         return plaintext
 
     def _start_simulator(self) -> None:
-        config = {"webhook_url": f"{self.api_url}/v1/webhooks/simulator", **self.simulator_config}
+        config = {
+            "webhook_url": f"{self.api_url}/v1/webhooks/simulator",
+            "profile": self.settings.simulator_profile,
+            **self.simulator_config,
+        }
         self._simulator = subprocess.Popen(
             [
                 sys.executable,

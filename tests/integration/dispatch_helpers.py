@@ -25,11 +25,19 @@ def worker(
     t: Tidings,
     core: SimulatorCore,
     adapter: InProcessSimulatorAdapter | None = None,
+    accounts_factory: Callable[[str], Any] | None = None,
     **config: Any,
 ) -> Worker:
+    """A worker over the in-process simulator. Retired provider accounts are
+    built by `accounts_factory` (none: a test never reads the environment)."""
     adapter = adapter or InProcessSimulatorAdapter(core)
     worker_config = WorkerConfig(seed=7, **config)
-    return Worker(t.runtime, {"sms": adapter, "email": adapter}, config=worker_config)
+    return Worker(
+        t.runtime,
+        {"sms": adapter, "email": adapter},
+        config=worker_config,
+        accounts_factory=accounts_factory,
+    )
 
 
 class CancelsOnTheWay(InProcessSimulatorAdapter):

@@ -87,6 +87,7 @@ def _call_not_started(conn: Conn, intent: Intent, attempt: Attempt, now: datetim
 
 
 def _outcome_unknown(conn: Conn, intent: Intent, ref: AttemptRef, now: datetime) -> None:
+    give_up = frozen_policy(conn, intent, now).poll_schedule.give_up_after_seconds
     marked = attempts.settle(
         conn,
         ref,
@@ -95,7 +96,7 @@ def _outcome_unknown(conn: Conn, intent: Intent, ref: AttemptRef, now: datetime)
         now=now,
         from_states={AttemptState.SENDING},
         next_check_at=now,
-        checks_expire_at=now + timedelta(days=1),
+        checks_expire_at=now + timedelta(seconds=give_up),
     )
     moved = ledger.transition(
         conn,

@@ -47,6 +47,9 @@ class AlertConfig:
     webhook_attempts: int = 3
     # How long the `quarantined` warning holds after the last quarantine.
     quarantine_window_seconds: float = 86400.0
+    # How long an outcome that stayed unknown keeps `report_delivery_unknown`
+    # and the unreconciled alert open: giving up clears neither.
+    unknown_window_seconds: float = 86400.0
     # A round of deliveries runs in the worker's maintenance loop, next to
     # lease heartbeats; it stops well inside the default 30 s lease.
     delivery_budget_seconds: float = 10.0
@@ -83,6 +86,7 @@ class AlertConfig:
             quarantine_window_seconds=num(
                 "QUARANTINE_WINDOW_SECONDS", base.quarantine_window_seconds
             ),
+            unknown_window_seconds=num("UNKNOWN_WINDOW_SECONDS", base.unknown_window_seconds),
             webhook_url=e.get("TIDINGS_ALERT_WEBHOOK_URL") or None,
             webhook_secret=e.get("TIDINGS_ALERT_WEBHOOK_SECRET") or None,
             webhook_timeout_seconds=num("WEBHOOK_TIMEOUT_SECONDS", base.webhook_timeout_seconds),

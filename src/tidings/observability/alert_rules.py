@@ -39,8 +39,17 @@ def evaluate(conn: Conn, now: datetime, config: AlertConfig) -> list[Alert]:
         (r["tenant_id"], r["channel"]): r["at"]
         for r in fetch_all(conn, "metrics_last_reconciliation", {})
     }
+    unknown_since = now - timedelta(seconds=config.unknown_window_seconds)
     return [
-        *_unreconciled(fetch_all(conn, "alert_unreconciled", {}), last, now, config),
+        *_unreconciled(
+            fetch_all(conn, "alert_unreconciled", {"unknown_since": unknown_since}),
+            last,
+            now,
+            config,
+        ),
+        *_unknown(
+            fetch_all(conn, "alert_delivery_unknown", {"since": unknown_since}), last, now, config
+        ),
         *_due(fetch_all(conn, "alert_due", {"now": now}), last, now, config),
         *_impossible(fetch_all(conn, "alert_impossible_transitions", allowed_transitions())),
         *_quarantined(
@@ -71,19 +80,62 @@ def _unreconciled(
         )
         scope = f"{row['event_class']}/{row['channel']}"
         warn, page = duration_text(objective.warn_seconds), duration_text(objective.page_seconds)
+        given_up = f", {row['unknown']} of them given up as unknown" if row["unknown"] else ""
         summary = (
-            f"{scope}: {row['recipients']} recipient(s) without delivery evidence, oldest "
-            f"{duration_text(age)} (warn {warn}, page {page} with "
+            f"{scope}: {row['recipients']} recipient(s) without delivery evidence{given_up}, "
+            f"oldest {duration_text(age)} (warn {warn}, page {page} with "
             f"{objective.page_recipients}+ recipients); "
             f"last successful reconciliation {_ago(now, reconciled)}"
         )
+        details = _details(row, now, reconciled, age, objective, action, row["event_class"])
+        details["given_up_unknown"] = row["unknown"]
         yield Alert(
             row["tenant_id"],
             f"unreconciled:{row['event_class']}:{row['channel']}",
             "unreconciled_backlog",
             severity,
             summary,
-            _details(row, now, reconciled, age, objective, action, row["event_class"]),
+            details,
+        )
+
+
+def _unknown(
+    rows: list[Row], last: Mapping[tuple[str, str], datetime], now: datetime, config: AlertConfig
+) -> Iterator[Alert]:
+    """Outcomes that stayed unknown: a call started and nothing the provider
+    offers told what became of it. Never resent blind, so a person decides."""
+    for row in rows:
+        objective = config.objective_for(row["event_class"], row["channel"])
+        severity: Severity = (
+            "page" if row["recipients"] >= objective.page_recipients else "warning"
+        )
+        reconciled = last.get((row["tenant_id"], row["channel"]))
+        providers = ", ".join(row["providers"] or []) or "the provider"
+        action = (
+            f"Do not resend blind: each of these may have been delivered. Search {providers}'s "
+            f"own logs or dashboard for messages to these recipients around "
+            f"{row['first_at'].isoformat()} to {row['latest_at'].isoformat()}; run "
+            f"`tidings timeline {row['oldest_id']}` for what was tried. Where the provider "
+            "shows no message, create a new intent (a new idempotency key) for that recipient."
+        )
+        scope = f"{row['event_class']}/{row['channel']}"
+        summary = (
+            f"{scope}: delivery unknown for {row['recipients']} recipient(s) via {providers}: "
+            f"the call started and reconciliation gave up; last successful reconciliation "
+            f"{_ago(now, reconciled)}"
+        )
+        age = _seconds(now, row["oldest_at"])
+        details = _details(row, now, reconciled, age, objective, action, row["event_class"])
+        details["first_unknown_at"] = row["first_at"].isoformat()
+        details["latest_unknown_at"] = row["latest_at"].isoformat()
+        details["providers"] = row["providers"] or []
+        yield Alert(
+            row["tenant_id"],
+            f"delivery_unknown:{row['event_class']}:{row['channel']}",
+            "report_delivery_unknown",
+            severity,
+            summary,
+            details,
         )
 
 

@@ -14,6 +14,12 @@ batch finishing:
 * ``quarantined``: a worker quarantined intents of the tenant it could not
   decode or render (dispatch/quarantine.py) within the quarantine window.
   A warning: the rest went on, but someone wrote around the checks.
+* ``delivery_unknown:<event_class>:<channel>`` (condition
+  ``report_delivery_unknown``, R002.1): outcomes that stayed unknown within
+  the unknown window: a call started and nothing the provider offers told
+  what became of it. Never resent blind, so a person must decide; a page
+  from the affected volume up, a warning below it. Such intents also keep
+  the unreconciled alert open for the window: giving up clears nothing.
 
 A warning needs age only, so someone can look before the objective is
 spent. A page needs age AND affected volume: a single slow receipt that

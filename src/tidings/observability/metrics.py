@@ -81,6 +81,7 @@ LEDGER_METRICS: tuple[str, ...] = (
     "tidings_lease_recoveries_total",
     "tidings_impossible_transitions_total",
     "tidings_quarantined_intents_total",
+    "tidings_unknown_intents",
 )
 METRIC_NAMES: tuple[str, ...] = LEDGER_METRICS + PROCESS_METRICS
 
@@ -134,6 +135,19 @@ def _ledger_families(conn: psycopg.Connection[Any], now: datetime) -> Iterator[M
     )
     yield from _audit(fetch_all(conn, "metrics_transition_audit", allowed_transitions()), tenants)
     yield _quarantined(fetch_all(conn, "metrics_quarantined", {}))
+    yield _unknown(fetch_all(conn, "metrics_unknown", {}))
+
+
+def _unknown(rows: list[Row]) -> Metric:
+    family = GaugeMetricFamily(
+        "tidings_unknown_intents",
+        "Intents whose outcome stayed unknown (a call started, reconciliation gave up), "
+        "by the provider account of their last attempt, event class and channel.",
+        labels=["tenant", "provider", "event_class", "channel"],
+    )
+    for r in rows:
+        family.add_metric([r["tenant_id"], r["provider"], r["event_class"], r["channel"]], r["n"])
+    return family
 
 
 def _intents(rows: list[Row], tenants: list[str]) -> Metric:

@@ -31,7 +31,9 @@ def adapters_from_settings(
     env = os.environ if environ is None else environ
     if settings.simulator_url:
         secret = simulator_webhook_secret(settings, serving_host)
-        simulator = SimulatorAdapter(settings.simulator_url, secret)
+        simulator = SimulatorAdapter(
+            settings.simulator_url, secret, profile=settings.simulator_profile
+        )
         return {"sms": simulator, "email": simulator}
     chosen: dict[str, ProviderAdapter] = {}
     for channel in ("sms", "email"):

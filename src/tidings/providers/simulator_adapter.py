@@ -38,7 +38,7 @@ from tidings.providers.messages import (
 from tidings.providers.outcomes import Accepted, Observation, ObservedStatus, RejectCode
 from tidings.providers.registry import register
 from tidings.providers.simulator import SimulatorCore
-from tidings.providers.simulator.core import NotSupported
+from tidings.providers.simulator.core import LookupFailed, NotSupported
 from tidings.providers.simulator.profiles import Echo, Profile, by_channel, profile
 from tidings.providers.simulator.receipts import PROFILE_HEADER, render, signed_part
 from tidings.providers.simulator.views import echoed_reference
@@ -321,6 +321,8 @@ class CoreTransport(httpx.BaseTransport):
             return self._look_up(request)
         except NotSupported as exc:
             return httpx.Response(501, json={"code": "NOT_SUPPORTED", "detail": str(exc)})
+        except LookupFailed:
+            return httpx.Response(500, json={"code": "PROVIDER_ERROR"})
 
     def _look_up(self, request: httpx.Request) -> httpx.Response:
         path, params = request.url.path, request.url.params

@@ -15,13 +15,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int)
     parser.add_argument("--webhook-url")
     parser.add_argument("--webhook-secret")
+    parser.add_argument("--profile", help="the provider to play (profiles.py)")
     parser.add_argument("--log-level", default="warning")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    options = {"seed": args.seed, "webhook_url": args.webhook_url}
+    options = {"seed": args.seed, "webhook_url": args.webhook_url, "profile": args.profile}
     options["webhook_secret"] = args.webhook_secret
     config: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
     run(args.host, args.port, log_level=args.log_level, **config)

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
 from tidings.providers.simulator.config import SimulatorConfig
-from tidings.providers.simulator.core import NotSupported, SimulatorCore
+from tidings.providers.simulator.core import LookupFailed, NotSupported, SimulatorCore
 from tidings.providers.simulator.receipts import ReceiptDispatcher
 
 NOT_FOUND = {"code": "NOT_FOUND"}
@@ -86,6 +86,10 @@ def _lookup_routes(app: FastAPI, core: SimulatorCore) -> None:
     @app.exception_handler(NotSupported)
     async def not_supported(_: Request, exc: NotSupported) -> JSONResponse:
         return JSONResponse({"code": "NOT_SUPPORTED", "detail": str(exc)}, 501)
+
+    @app.exception_handler(LookupFailed)
+    async def lookup_failed(_: Request, exc: LookupFailed) -> JSONResponse:
+        return JSONResponse({"code": "PROVIDER_ERROR"}, 500)
 
     @app.get("/messages/{message_id}")
     async def get_message(message_id: str) -> JSONResponse:

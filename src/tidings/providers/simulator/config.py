@@ -27,6 +27,8 @@ class SimulatorConfig(BaseModel):
     rate_timeout: Rate = 0.0
     timeout_stall_ms: float = Field(default=30_000.0, ge=0)
     retry_after_seconds: int = Field(default=1, ge=0)
+    # Lookups and searches that answer 500: a provider outage hits them too.
+    rate_lookup_5xx: Rate = 0.0
     receipt_delay_ms: float = Field(default=200.0, ge=0)
     duplicate_rate: Rate = 0.0
     reorder: bool = False

@@ -49,6 +49,10 @@ class NotSupported(Exception):
     """The profile's provider offers no such lookup."""
 
 
+class LookupFailed(Exception):
+    """The provider failed to answer a lookup (`rate_lookup_5xx`)."""
+
+
 class SimulatorCore:
     def __init__(
         self, config: SimulatorConfig | None = None, *, clock: Callable[[], float] = time.time
@@ -68,6 +72,8 @@ class SimulatorCore:
         self._receipts: list[Receipt] = []
         self._pending: list[tuple[float, int, Receipt]] = []
         self._seq = itertools.count()
+        # Its own stream, so lookup faults never shift the sends' decisions.
+        self._lookup_rng = random.Random(f"lookups|{self._config.seed}")
 
     # --- configuration and clock -------------------------------------------
 
@@ -287,6 +293,7 @@ class SimulatorCore:
     def lookup(self, message_id: str) -> dict[str, Any] | None:
         """The message by the provider's id, where its provider offers that."""
         with self._lock:
+            self._lookup_fault()
             message = self._messages.get(message_id)
             if message is None:
                 if not any(p.lookup_by_id for p in self._profiles.values()):
@@ -300,6 +307,7 @@ class SimulatorCore:
     def find_by_key(self, idempotency_key: str) -> dict[str, Any] | None:
         """The first message accepted under this key: the `ideal` profile only."""
         with self._lock:
+            self._lookup_fault()
             if not any(p.lookup_by_key for p in self._profiles.values()):
                 raise NotSupported("no lookup by our key: real providers have none")
             message_id = self._first_by_key.get(idempotency_key)
@@ -311,6 +319,7 @@ class SimulatorCore:
     ) -> list[dict[str, Any]]:
         """Messages to `to` accepted in [since, until]: the provider's list search."""
         with self._lock:
+            self._lookup_fault()
             played = self.profile(channel)
             if not played.list_search:
                 raise NotSupported(f"{played.name} has no list search")
@@ -324,6 +333,7 @@ class SimulatorCore:
     def find_by_reference(self, channel: str, reference: str) -> list[dict[str, Any]]:
         """Messages stored with this reference of ours (Postmark's metadata search)."""
         with self._lock:
+            self._lookup_fault()
             played = self.profile(channel)
             if not played.reference_search:
                 raise NotSupported(f"{played.name} has no search by reference")
@@ -333,6 +343,10 @@ class SimulatorCore:
                 if m.channel == channel and m.idempotency_key == reference
             )
             return self._visible(played, found, None, None)
+
+    def _lookup_fault(self) -> None:
+        if self._lookup_rng.random() < self._config.rate_lookup_5xx:
+            raise LookupFailed("simulated provider error")
 
     def _visible(
         self, played: Profile, found: Any, since: float | None, until: float | None

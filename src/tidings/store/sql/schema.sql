@@ -99,6 +99,9 @@ ALTER TABLE intents
 -- (dispatch/quarantine.py): counted per tenant by the metric and the alert.
 CREATE INDEX intents_quarantined ON intents (tenant_id, terminal_at)
     WHERE decision_code IN ('UNDECODABLE', 'UNRENDERABLE');
+-- Outcomes that stayed unknown, counted and paged on (migration 0019).
+CREATE INDEX intents_unknown ON intents (tenant_id, event_class, channel, terminal_at)
+    WHERE state = 'unknown';
 
 CREATE TABLE attempts (
     tenant_id           text        NOT NULL,

@@ -16,6 +16,16 @@ FROM intents
 WHERE decision_code IS NOT NULL
 GROUP BY tenant_id, decision_code;
 
+-- name: metrics_unknown
+-- Outcomes that stayed unknown, by the provider account of the last attempt.
+SELECT i.tenant_id, coalesce(a.provider, '') AS provider, i.event_class, i.channel,
+       count(*) AS n
+FROM intents i
+LEFT JOIN attempts a
+       ON a.tenant_id = i.tenant_id AND a.intent_id = i.id AND a.n = i.attempt_count
+WHERE i.state = 'unknown'
+GROUP BY 1, 2, 3, 4;
+
 -- name: metrics_due
 -- Intents a worker could claim now. Same predicate as intents_due.
 SELECT tenant_id, channel, min(next_due_at) AS oldest, count(*) AS n
@@ -95,6 +105,8 @@ GROUP BY t.tenant_id;
 -- rolled up, the oldest found through `intents_unreconciled`: sorting every
 -- unreconciled row for DISTINCT aggregates, with to_jsonb of each, ran past
 -- the scan's statement timeout in a 1M-recipient job (see alert_due).
+-- Intents whose reconciliation gave up (`unknown`, within the window) are
+-- still unreconciled: giving up must not clear the alert.
 WITH u AS (
     SELECT i.tenant_id, i.event_class, i.channel, i.job_id, i.template_name,
            i.template_revision,
@@ -102,26 +114,72 @@ WITH u AS (
                     i.variables -> 'report' ->> 'id') AS report_id,
            coalesce(i.report_revision::text, i.variables ->> 'report_revision',
                     i.variables -> 'report' ->> 'revision') AS report_revision,
-           a.provider, count(*) AS intents, min(i.created_at) AS oldest_at
+           a.provider, count(*) AS intents,
+           count(*) FILTER (WHERE i.state = 'unknown') AS unknown,
+           min(i.created_at) AS oldest_at
     FROM intents i
     LEFT JOIN attempts a
            ON a.tenant_id = i.tenant_id AND a.intent_id = i.id AND a.n = i.attempt_count
     WHERE i.state IN ('sending', 'accepted', 'reconciling')
+       OR (i.state = 'unknown' AND i.terminal_at >= %(unknown_since)s)
     GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
 ), recipients AS (
     SELECT tenant_id, event_class, channel, count(*) AS recipients
     FROM (SELECT i.tenant_id, i.event_class, i.channel, i.recipient_ref FROM intents i
           WHERE i.state IN ('sending', 'accepted', 'reconciling')
+             OR (i.state = 'unknown' AND i.terminal_at >= %(unknown_since)s)
           GROUP BY 1, 2, 3, 4) AS r
     GROUP BY tenant_id, event_class, channel
 )
 SELECT u.tenant_id, u.event_class, u.channel, sum(u.intents)::bigint AS intents,
+       sum(u.unknown)::bigint AS unknown,
        r.recipients, min(u.oldest_at) AS oldest_at,
        (SELECT o.id FROM intents o
         WHERE o.event_class = u.event_class AND o.channel = u.channel
           AND o.tenant_id = u.tenant_id
-          AND o.state IN ('sending', 'accepted', 'reconciling')
+          AND (o.state IN ('sending', 'accepted', 'reconciling')
+               OR (o.state = 'unknown' AND o.terminal_at >= %(unknown_since)s))
         ORDER BY o.created_at, o.id LIMIT 1) AS oldest_id,
+       (array_agg(DISTINCT u.job_id::text) FILTER (WHERE u.job_id IS NOT NULL))[1:10] AS job_ids,
+       (array_agg(DISTINCT u.report_id || coalesce(' rev ' || u.report_revision, ''))
+            FILTER (WHERE u.report_id IS NOT NULL))[1:10] AS report_ids,
+       (array_agg(DISTINCT u.template_name || coalesce(' rev ' || u.template_revision, '')))[1:10]
+           AS templates,
+       (array_agg(DISTINCT u.provider) FILTER (WHERE u.provider IS NOT NULL))[1:10] AS providers
+FROM u JOIN recipients r USING (tenant_id, event_class, channel)
+GROUP BY u.tenant_id, u.event_class, u.channel, r.recipients;
+
+-- name: alert_delivery_unknown
+-- Outcomes that stayed unknown within the window, per event class and
+-- channel, with what the page must name (R002.1: "report_delivery_unknown").
+WITH u AS (
+    SELECT i.tenant_id, i.event_class, i.channel, i.job_id, i.template_name,
+           i.template_revision,
+           coalesce(i.report_id, i.variables ->> 'report_id',
+                    i.variables -> 'report' ->> 'id') AS report_id,
+           coalesce(i.report_revision::text, i.variables ->> 'report_revision',
+                    i.variables -> 'report' ->> 'revision') AS report_revision,
+           a.provider, count(*) AS intents, min(i.terminal_at) AS first_at,
+           max(i.terminal_at) AS latest_at, min(i.created_at) AS oldest_at
+    FROM intents i
+    LEFT JOIN attempts a
+           ON a.tenant_id = i.tenant_id AND a.intent_id = i.id AND a.n = i.attempt_count
+    WHERE i.state = 'unknown' AND i.terminal_at >= %(since)s
+    GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
+), recipients AS (
+    SELECT tenant_id, event_class, channel, count(*) AS recipients
+    FROM (SELECT i.tenant_id, i.event_class, i.channel, i.recipient_ref FROM intents i
+          WHERE i.state = 'unknown' AND i.terminal_at >= %(since)s
+          GROUP BY 1, 2, 3, 4) AS r
+    GROUP BY tenant_id, event_class, channel
+)
+SELECT u.tenant_id, u.event_class, u.channel, sum(u.intents)::bigint AS intents,
+       r.recipients, min(u.first_at) AS first_at, max(u.latest_at) AS latest_at,
+       min(u.oldest_at) AS oldest_at,
+       (SELECT o.id FROM intents o
+        WHERE o.event_class = u.event_class AND o.channel = u.channel
+          AND o.tenant_id = u.tenant_id AND o.state = 'unknown' AND o.terminal_at >= %(since)s
+        ORDER BY o.terminal_at DESC, o.id LIMIT 1) AS oldest_id,
        (array_agg(DISTINCT u.job_id::text) FILTER (WHERE u.job_id IS NOT NULL))[1:10] AS job_ids,
        (array_agg(DISTINCT u.report_id || coalesce(' rev ' || u.report_revision, ''))
             FILTER (WHERE u.report_id IS NOT NULL))[1:10] AS report_ids,
