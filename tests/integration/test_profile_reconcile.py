@@ -104,7 +104,7 @@ def test_a_call_that_never_reached_twilio_is_proven_absent_and_sent_again(
     w.dispatch_once()
     got = tidings.get(intent.id)
     assert got.state in (IntentState.ACCEPTED, IntentState.DELIVERED)
-    assert [(a.n, a.state, a.code) for a in got.attempts][0] == (1, "failed", "NOT_RECEIVED")
+    assert next((a.n, a.state, a.code) for a in got.attempts) == (1, "failed", "NOT_RECEIVED")
     assert deliveries(core) == {attempt_key(intent.id, 2): 1}
 
 
@@ -160,7 +160,7 @@ def test_postmark_finds_a_lost_answer_by_our_reference_and_proves_absence_by_it(
     w.dispatch_once("email")
     assert tidings.get(lost.id).state in (IntentState.ACCEPTED, IntentState.DELIVERED)
     assert [a.n for a in tidings.get(lost.id).attempts] == [1]
-    assert [a.code for a in tidings.get(never.id).attempts][0] == "NOT_RECEIVED"
+    assert next(a.code for a in tidings.get(never.id).attempts) == "NOT_RECEIVED"
     assert deliveries(core) == {attempt_key(lost.id, 1): 1, attempt_key(never.id, 2): 1}
 
 
