@@ -12,10 +12,14 @@ adapter must then refuse webhook requests with ProviderConfigError).
 from __future__ import annotations
 
 import uuid
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import pytest
 
+from tidings import Tidings
+from tidings.dispatch.call_start import Verdict
+from tidings.dispatch.observe import apply_observation
+from tidings.dispatch.runner import Worker
 from tidings.providers.base import ProviderAdapter
 from tidings.providers.errors import InvalidSignature, ProviderConfigError
 from tidings.providers.messages import OutboundMessage, WebhookRequest
@@ -80,6 +84,26 @@ def need(flag: bool, what: str) -> None:
 
 def has_webhooks(peer: PeerControl) -> bool:
     return bool(getattr(peer, "webhooks", True))
+
+
+def _claimed_and_marked(tidings: Tidings, adapter: ProviderAdapter, channel: str) -> Any:
+    """An intent claimed through `adapter` and marked "call started"."""
+    subject = "Hello" if channel == "email" else None
+    tidings.publish_template("conformance", channel=channel, subject=subject, body="Hello")
+    recipient = {"ref": "r1", "phone": "+14155550123", "email": "r1@example.com"}
+    recipient.pop("email" if channel == "sms" else "phone")
+    tidings.notify(
+        idempotency_key=new_key(),
+        channel=channel,
+        recipient=recipient,
+        template="conformance",
+        purpose="transactional",
+        event_class="conformance",
+    )
+    worker = Worker(tidings.runtime, {channel: adapter}, accounts_factory=None)
+    [claimed] = worker.claim(channel, 1)
+    assert worker._starts.verdict(claimed) is Verdict.GO
+    return worker, claimed
 
 
 CHANNELS = pytest.mark.parametrize("channel", ["sms", "email"])
@@ -176,6 +200,32 @@ class AdapterConformance:
         key, pmid = self._accepted(adapter, peer)
         with pytest.raises(InvalidSignature):
             adapter.verify_webhook(peer.webhook(pmid, key, "delivered", signature=signature))
+
+    def test_our_reference_goes_out_and_a_receipt_naming_it_alone_settles_the_attempt(
+        self, adapter, peer, tidings, clock
+    ):
+        """Invariant 3: the worker died after the provider took the call and
+        before it recorded the provider's id; the receipt, echoing the
+        reference we sent in the provider's own field, is all that is left."""
+        need(has_webhooks(peer), "webhooks")
+        channel = sorted(adapter.channels)[0]
+        worker, claimed = _claimed_and_marked(tidings, adapter, channel)
+        result = adapter.send(peer.message("accept", channel), claimed.attempt_key)
+        assert isinstance(result, Accepted)
+        assert peer.requests_recorded(claimed.attempt_key) == 1  # in the provider's field
+        clock.advance(worker.config.lease_seconds + 1)  # the worker is gone: recovery
+        worker.sweep_once()
+        [attempt] = tidings.get(claimed.intent.id).attempts
+        assert attempt.state == "unknown" and attempt.provider_message_id is None
+        receipt = peer.webhook(result.provider_message_id, claimed.attempt_key, "delivered")
+        [observation] = adapter.verify_webhook(receipt)
+        assert observation.attempt_key == claimed.attempt_key
+        with tidings.db.transaction() as conn:
+            effect = apply_observation(conn, observation, "webhook", clock.now())
+        assert effect == "intent_delivered"
+        [attempt] = tidings.get(claimed.intent.id).attempts
+        assert attempt.state == "delivered"
+        assert attempt.provider_message_id == result.provider_message_id
 
     def test_adapter_without_webhooks_refuses_them(self, adapter, peer):
         if has_webhooks(peer):

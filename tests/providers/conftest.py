@@ -11,3 +11,7 @@ from tests.providers.peer_support import SnsSigner
 def signer() -> SnsSigner:
     """Plays SNS for the adapters fed by SNS events (SES, AWS SMS)."""
     return SnsSigner()
+
+
+# Twilio's published description: the `spec` and `prism_url` fixtures.
+from tests.providers.twilio_peer import prism_url, spec  # noqa: E402, F401

@@ -27,6 +27,16 @@ from tidings.providers.postmark import PostmarkAdapter
 from tidings.providers.settings import build
 
 TOKEN = "server-token-0123456789"
+SEARCH_FILTERS = {
+    "recipient",
+    "fromemail",
+    "tag",
+    "status",
+    "todate",
+    "fromdate",
+    "subject",
+    "messagestream",
+}
 HOOK_USER, HOOK_PASSWORD = "tidings", "hook-password-42"
 
 
@@ -42,7 +52,34 @@ class PostmarkFake(FakeHttpProvider):
         parts = request.url.path.strip("/").split("/")
         if request.method == "GET" and parts[:2] == ["messages", "outbound"] and len(parts) == 4:
             return self._details(parts[2])
+        if request.method == "GET" and parts == ["messages", "outbound"]:
+            return self._search(dict(request.url.params))
         return httpx.Response(404)
+
+    def _search(self, params: dict[str, str]) -> httpx.Response:
+        """The outbound messages search: `count` and `offset` required, at
+        most one `metadata_<name>` filter (messages-api reference)."""
+        assert set(params) - {"count", "offset"} <= SEARCH_FILTERS | {
+            p for p in params if p.startswith("metadata_")
+        }, params
+        assert 0 < int(params["count"]) <= 500 and int(params["offset"]) >= 0
+        wanted = {k.removeprefix("metadata_"): v for k, v in params.items() if "metadata_" in k}
+        assert len(wanted) <= 1, "Postmark filters on one metadata field"
+        found = [
+            {
+                "MessageID": message_id,
+                "To": [{"Email": m["payload"]["To"], "Name": None}],
+                "Recipients": [m["payload"]["To"]],
+                "ReceivedAt": "2030-01-02T03:04:05.1234567-05:00",
+                "Status": "Sent",
+                "Subject": m["payload"]["Subject"],
+                "MessageStream": m["payload"]["MessageStream"],
+                "Metadata": m["payload"]["Metadata"],
+            }
+            for message_id, m in self.messages.items()
+            if all(m["payload"]["Metadata"].get(k) == v for k, v in wanted.items())
+        ]
+        return httpx.Response(200, json={"TotalCount": len(found), "Messages": found})
 
     def _send(self, request: httpx.Request) -> httpx.Response:
         payload = json.loads(request.content)
@@ -347,3 +384,32 @@ def test_built_from_settings_and_secrets_stay_out_of_repr() -> None:
     )
     assert isinstance(adapter, PostmarkAdapter)
     assert TOKEN not in repr(adapter) and HOOK_PASSWORD not in repr(adapter)
+
+
+# --- reconciliation: the search by our reference --------------------------------
+
+
+def test_a_lost_answer_is_found_by_our_key_in_the_outbound_search(fake: PostmarkFake) -> None:
+    adapter = make_adapter(fake)
+    fake.outcomes["lost@example.test"] = "timeout"
+    lost = adapter.send(OutboundMessage("email", "lost@example.test", "x"), "tdg:lost:1")
+    assert not isinstance(lost, Accepted)
+    adapter.send(OutboundMessage("email", "other@example.test", "x"), "tdg:other:1")
+    [found] = adapter.find_by_reference("email", "tdg:lost:1")
+    [message_id] = [i for i, m in fake.messages.items() if m["payload"]["To"].startswith("lost")]
+    assert found.provider_message_id == message_id and found.attempt_key == "tdg:lost:1"
+    assert found.status is ObservedStatus.accepted and found.created_at is not None
+    params = dict(fake.requests[-1].url.params)
+    assert params == {"count": "50", "offset": "0", "metadata_tidings_key_0": "tdg:lost:1"}
+    assert adapter.find_by_reference("email", "tdg:never:1") == []
+
+
+def test_a_key_longer_than_one_field_is_searched_by_its_first_part_and_kept_whole(
+    fake: PostmarkFake,
+) -> None:
+    adapter = make_adapter(fake)
+    prefix = "intent-" + "x" * 80
+    for n in (1, 2):
+        adapter.send(OutboundMessage("email", f"r{n}@example.test", "x"), f"{prefix}:{n}")
+    [found] = adapter.find_by_reference("email", f"{prefix}:2")
+    assert found.attempt_key == f"{prefix}:2"

@@ -10,16 +10,7 @@ requests itself); (3) Twilio's published signature test vectors.
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
-import json
-import os
-import re
-import shutil
-import subprocess
-import time
-from collections.abc import Iterator, Mapping
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -27,93 +18,23 @@ import httpx
 import pytest
 
 from tests.providers.conformance import AdapterConformance, Outcome, Signature
-from tests.providers.peer_support import FakeHttpProvider, new_id
-from tests.providers.support import free_port
+from tests.providers.peer_support import new_id
+from tests.providers.twilio_peer import (
+    ACCOUNT,
+    CALLBACK,
+    SERVICE,
+    TOKEN,
+    TwilioFake,
+    make_adapter,
+    spec_errors,
+    twilio_error,
+    twilio_signature,
+)
 from tidings.providers.errors import InvalidSignature, ProviderConfigError
 from tidings.providers.messages import OutboundMessage, WebhookRequest
 from tidings.providers.outcomes import Accepted, ObservedStatus, RejectCode, Rejected, Retryable
 from tidings.providers.settings import adapter_from_env
 from tidings.providers.twilio import TwilioAdapter, signature, url_variants
-
-# Twilio's published OpenAPI description, kept in shared/ beside the clone.
-SPEC_PATH = Path(
-    os.environ.get(
-        "TIDINGS_TWILIO_OPENAPI",
-        Path(__file__).resolve().parents[3] / "shared" / "providers" / "twilio_api_v2010.json",
-    )
-)
-MESSAGES = "/2010-04-01/Accounts/{AccountSid}/Messages.json"
-MESSAGE = "/2010-04-01/Accounts/{AccountSid}/Messages/{Sid}.json"
-ACCOUNT = "AC" + "a" * 32
-TOKEN = "test-auth-token-0123456789"
-SERVICE = "MG" + "b" * 32
-CALLBACK = "https://hooks.tidings.test/v1/webhooks/twilio"
-
-
-@pytest.fixture(scope="module")
-def spec() -> dict[str, Any]:
-    if not SPEC_PATH.is_file():
-        pytest.skip(f"Twilio OpenAPI description not found at {SPEC_PATH}")
-    return json.loads(SPEC_PATH.read_text())
-
-
-# --- the OpenAPI check (used by the fake on every send) -----------------------
-
-
-def resolve(spec: Mapping[str, Any], schema: Mapping[str, Any]) -> Mapping[str, Any]:
-    while "$ref" in schema:
-        node: Any = spec
-        for part in schema["$ref"].lstrip("#/").split("/"):
-            node = node[part]
-        schema = node
-    return schema
-
-
-def spec_errors(spec: Mapping[str, Any], request: httpx.Request) -> list[str]:
-    """What Twilio's OpenAPI description says is wrong with a send request."""
-    operation = spec["paths"][MESSAGES]["post"]
-    errors = _path_errors(spec, operation, request.url.path)
-    content = operation["requestBody"]["content"]
-    if request.headers.get("content-type", "").split(";")[0] not in content:
-        return [*errors, f"content type {request.headers.get('content-type')!r}"]
-    schema = resolve(spec, content["application/x-www-form-urlencoded"]["schema"])
-    form = {k: v[0] for k, v in parse_qs(request.content.decode(), keep_blank_values=True).items()}
-    errors += [f"missing {name}" for name in schema.get("required", []) if name not in form]
-    for name, value in form.items():
-        prop = schema["properties"].get(name)
-        errors += [f"unknown {name}"] if prop is None else _value_errors(spec, name, value, prop)
-    # Stated in the parameter descriptions rather than the schema: a sender is required.
-    if not {"From", "MessagingServiceSid"} & form.keys():
-        errors.append("neither From nor MessagingServiceSid")
-    if not request.headers.get("authorization", "").startswith("Basic "):
-        errors.append("no Basic credentials (security scheme accountSid_authToken)")
-    return errors
-
-
-def _path_errors(spec: Mapping[str, Any], operation: Mapping[str, Any], path: str) -> list[str]:
-    match = re.fullmatch(r"/2010-04-01/Accounts/([^/]+)/Messages\.json", path)
-    if not match:
-        return [f"path {path!r}"]
-    param = next(p for p in operation["parameters"] if p["name"] == "AccountSid")
-    return _value_errors(spec, "AccountSid", match.group(1), param["schema"])
-
-
-def _value_errors(spec: Mapping[str, Any], name: str, value: str, prop: Any) -> list[str]:
-    prop = resolve(spec, prop)
-    kind, errors = prop.get("type"), []
-    if kind == "integer" and not re.fullmatch(r"-?\d+", value):
-        errors.append(f"{name} is not an integer")
-    if kind == "boolean" and value not in ("true", "false"):
-        errors.append(f"{name} is not a boolean")
-    if "pattern" in prop and not re.search(prop["pattern"], value):
-        errors.append(f"{name} does not match {prop['pattern']}")
-    if "enum" in prop and value not in prop["enum"]:
-        errors.append(f"{name} is not one of {prop['enum']}")
-    if prop.get("format") == "uri" and not (urlsplit(value).scheme and urlsplit(value).netloc):
-        errors.append(f"{name} is not a URI")
-    if not prop.get("minLength", 0) <= len(value) <= prop.get("maxLength", 10**6):
-        errors.append(f"{name} has the wrong length")
-    return errors
 
 
 def test_the_spec_check_itself_catches_bad_requests(spec: dict[str, Any]) -> None:
@@ -131,77 +52,6 @@ def test_the_spec_check_itself_catches_bad_requests(spec: dict[str, Any]) -> Non
     )
     assert any("AccountSid" in e for e in spec_errors(spec, request({"To": "+1"}, "nope")))
     assert "neither From nor MessagingServiceSid" in spec_errors(spec, request({"To": "+1"}))
-
-
-# --- the fake Twilio ----------------------------------------------------------
-
-
-class TwilioFake(FakeHttpProvider):
-    """Twilio's Messages resource, answering with the spec's own example bodies."""
-
-    def __init__(self, spec: Mapping[str, Any]):
-        super().__init__()
-        self.spec = spec
-        self.messages: dict[str, dict[str, Any]] = {}
-
-    def route(self, request: httpx.Request) -> httpx.Response:
-        if request.method == "POST" and request.url.path.endswith("/Messages.json"):
-            return self._create(request)
-        match = re.search(r"/Messages/([^/]+)\.json$", request.url.path)
-        if request.method == "GET" and match:
-            return self._fetch(match.group(1))
-        return _error(404, 20404, "The requested resource was not found")
-
-    def _create(self, request: httpx.Request) -> httpx.Response:
-        errors = spec_errors(self.spec, request)
-        assert not errors, f"request does not match Twilio's OpenAPI: {errors}"
-        form = {k: v[0] for k, v in parse_qs(request.content.decode()).items()}
-        callback = form.get("StatusCallback", "")
-        self.record(parse_qs(urlsplit(callback).query).get("tidings_attempt", [None])[0])
-        outcome = self.outcomes.get(form["To"], "accept")
-        if outcome == "rate_limit":
-            return _error(429, 20429, "Too Many Requests")
-        if outcome == "reject":
-            return _error(400, 21211, f"The 'To' number {form['To']} is not a valid phone number.")
-        message = self._example("post", MESSAGES, "201", "create") | {
-            "sid": new_id("SM")[:34],
-            "to": form["To"],
-            "status": "accepted" if "MessagingServiceSid" in form else "queued",
-            "error_code": None,
-        }
-        self.messages[message["sid"]] = message | {"outcome": outcome}
-        return self.stall(request) if outcome == "timeout" else httpx.Response(201, json=message)
-
-    def _fetch(self, sid: str) -> httpx.Response:
-        message = self.messages.get(sid)
-        if message is None:
-            return _error(404, 20404, f"The requested resource /Messages/{sid}.json was not found")
-        body = {k: v for k, v in message.items() if k != "outcome"}
-        return httpx.Response(200, json=self._example("get", MESSAGE, "200", "fetch") | body)
-
-    def settle(self) -> None:
-        for message in self.messages.values():
-            failed = message["outcome"] == "undeliverable"
-            message["status"] = "undelivered" if failed else "delivered"
-            message["error_code"] = 30003 if failed else None
-            message["date_updated"] = "Thu, 24 Aug 2023 05:09:00 +0000"
-
-    def _example(self, method: str, path: str, status: str, name: str) -> dict[str, Any]:
-        response = self.spec["paths"][path][method]["responses"][status]
-        return dict(response["content"]["application/json"]["examples"][name]["value"])
-
-
-def _error(status: int, code: int, message: str) -> httpx.Response:
-    # Twilio's REST error body.
-    more_info = f"https://www.twilio.com/docs/errors/{code}"
-    body = {"code": code, "message": message, "more_info": more_info, "status": status}
-    return httpx.Response(status, json=body)
-
-
-def twilio_signature(token: str, url: str, params: Mapping[str, str]) -> str:
-    # Twilio's published algorithm, written out independently of the adapter.
-    data = url + "".join(f"{name}{params[name]}" for name in sorted(params))
-    return base64.b64encode(hmac.new(token.encode(), data.encode(), hashlib.sha1).digest()).decode()
 
 
 class TwilioPeer:
@@ -270,13 +120,6 @@ def fake(spec: dict[str, Any]) -> TwilioFake:
     return TwilioFake(spec)
 
 
-def make_adapter(fake: TwilioFake, **kwargs: Any) -> TwilioAdapter:
-    options: dict[str, Any] = {"from_number": "+15550009999", "status_callback": CALLBACK}
-    options |= kwargs
-    client = fake.client("https://api.twilio.com")
-    return TwilioAdapter(ACCOUNT, TOKEN, client=client, **options)
-
-
 class TestTwilioConformance(AdapterConformance):
     @pytest.fixture
     def adapter(self, fake: TwilioFake) -> Iterator[TwilioAdapter]:
@@ -322,7 +165,7 @@ def test_an_explicit_sender_wins_and_a_missing_one_is_a_config_error(fake: Twili
 
 def test_20429_is_retryable_whatever_http_status_carries_it() -> None:
     def answer(request: httpx.Request) -> httpx.Response:
-        return _error(400, 20429, "Too Many Requests")
+        return twilio_error(400, 20429, "Too Many Requests")
 
     client = httpx.Client(transport=httpx.MockTransport(answer), base_url="https://x.test")
     adapter = TwilioAdapter(ACCOUNT, TOKEN, from_number="+1555", client=client)
@@ -342,7 +185,7 @@ def test_20429_is_retryable_whatever_http_status_carries_it() -> None:
 )
 def test_send_error_codes(code: int, expected: RejectCode) -> None:
     def answer(request: httpx.Request) -> httpx.Response:
-        return _error(400, code, "refused")
+        return twilio_error(400, code, "refused")
 
     client = httpx.Client(transport=httpx.MockTransport(answer), base_url="https://x.test")
     result = TwilioAdapter(ACCOUNT, TOKEN, from_number="+1555", client=client).send(sms(), "k")
@@ -473,50 +316,6 @@ def test_built_from_env_and_secrets_stay_out_of_repr() -> None:
     assert TOKEN not in repr(adapter)
     with pytest.raises(ProviderConfigError, match="auth_token"):
         adapter_from_env("twilio", {"TIDINGS_TWILIO_ACCOUNT_SID": ACCOUNT})
-
-
-# --- Prism: Twilio's own description validating our requests ------------------------
-
-
-def prism_binary() -> str | None:
-    candidates = [
-        os.environ.get("TIDINGS_PRISM"),
-        shutil.which("prism"),
-        str(Path(__file__).resolve().parents[2] / ".tools" / "node_modules" / ".bin" / "prism"),
-    ]
-    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
-
-
-@pytest.fixture(scope="module")
-def prism_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    binary = prism_binary()
-    if binary is None or not SPEC_PATH.is_file():
-        pytest.skip("Stoplight Prism is not installed (set TIDINGS_PRISM to its binary)")
-    port = free_port()
-    log = (tmp_path_factory.mktemp("prism") / "prism.log").open("wb")
-    command = [binary, "mock", "-h", "127.0.0.1", "-p", str(port), str(SPEC_PATH)]
-    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_for_prism(proc, url)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        log.close()
-
-
-def _wait_for_prism(proc: subprocess.Popen[bytes], url: str, deadline_s: float = 60.0) -> None:
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail("prism exited early")
-        try:
-            httpx.get(url + "/", timeout=0.5)
-            return
-        except httpx.TransportError:
-            time.sleep(0.2)  # waiting on a real process, bounded by the deadline
-    pytest.fail(f"prism not up within {deadline_s}s")
 
 
 def test_prism_accepts_our_send_and_lookup(prism_url: str) -> None:

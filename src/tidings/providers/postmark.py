@@ -20,6 +20,7 @@ import binascii
 import hmac
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, ClassVar
 from urllib.parse import quote
@@ -42,6 +43,7 @@ from tidings.providers.registry import register
 DEFAULT_BASE_URL = "https://api.postmarkapp.com"
 TOKEN_HEADER = "X-Postmark-Server-Token"
 KEY_FIELD = "tidings_key"  # Metadata fields tidings_key_0 .. tidings_key_3
+SEARCH_COUNT = 50  # messages per search answer (Postmark allows 500)
 METADATA_VALUE_LIMIT = 80
 METADATA_KEY_FIELDS = 4  # of Postmark's ten metadata fields
 BROADCAST_PURPOSES = frozenset({"broadcast", "marketing", "promotional"})
@@ -72,6 +74,9 @@ class PostmarkAdapter(HttpProviderAdapter):
     name = "postmark"
     channels = frozenset({"email"})
     supports_lookup = True
+    # The outbound messages search by one Metadata field: our key, whole in
+    # its first field (keys are far shorter than a field's 80 characters).
+    supports_reference_search = True
     status_map: ClassVar[Mapping[str, ObservedStatus]] = {
         # webhook RecordType
         "delivery": ObservedStatus.delivered,
@@ -208,6 +213,29 @@ class PostmarkAdapter(HttpProviderAdapter):
         key = stable_key(self.name, body["MessageID"], raw_status, stamp)
         raw_code = raw_status if self._is_failure(raw_status) else None
         return self._observation(body["MessageID"], raw_status, raw_code, body, key, stamp)
+
+    def build_reference_request(self, channel: str, reference: str) -> HttpRequest:
+        # Postmark searches by one Metadata field: the first part of our key.
+        fields = chunk(reference, KEY_FIELD, METADATA_VALUE_LIMIT, METADATA_KEY_FIELDS)
+        first = f"{KEY_FIELD}_0"
+        params = {"count": str(SEARCH_COUNT), "offset": "0", f"metadata_{first}": fields[first]}
+        headers = {"Accept": "application/json"}
+        return HttpRequest("GET", "/messages/outbound", params=params, headers=headers)
+
+    def find_by_reference(self, channel: str, reference: str) -> list[Observation]:
+        # A key longer than one field matches by its first part: keep the whole ones.
+        found = super().find_by_reference(channel, reference)
+        return [m for m in found if m.attempt_key == reference]
+
+    def parse_search_body(self, response: httpx.Response) -> list[Observation]:
+        return [self._searched(m) for m in response.json()["Messages"]]
+
+    def _searched(self, body: Mapping[str, Any]) -> Observation:
+        raw_status = str(body["Status"])
+        stamp = body.get("ReceivedAt")
+        key = stable_key(self.name, body["MessageID"], raw_status, stamp)
+        found = self._observation(body["MessageID"], raw_status, None, body, key, stamp)
+        return replace(found, created_at=parse_time(stamp))
 
     # --- webhooks -----------------------------------------------------------
 

@@ -18,6 +18,7 @@ import email.utils
 import hashlib
 import hmac
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -33,7 +34,12 @@ from tidings.providers.base import (
     same_digest,
     stable_key,
 )
-from tidings.providers.errors import InvalidSignature, ProviderConfigError, ProviderError
+from tidings.providers.errors import (
+    InvalidSignature,
+    ProviderConfigError,
+    ProviderError,
+    ProviderUnavailable,
+)
 from tidings.providers.messages import InboundMessage, OutboundMessage, WebhookRequest
 from tidings.providers.outcomes import (
     Accepted,
@@ -49,6 +55,9 @@ DEFAULT_BASE_URL = "https://api.twilio.com"
 API_PATH = "/2010-04-01/Accounts/{sid}"
 SIGNATURE_HEADER = "X-Twilio-Signature"
 KEY_PARAM = "tidings_attempt"  # our key in the StatusCallback query string
+# The list search: messages per page (Twilio allows 1000), and pages at most.
+SEARCH_PAGE_SIZE = 100
+SEARCH_PAGES = 5
 VALIDITY_RANGE = (1, 36_000)  # ValidityPeriod, seconds
 RATE_LIMITED = "20429"  # "Too Many Requests": never processed, safe to retry
 _DEFAULT_PORTS = {"https": 443, "http": 80}
@@ -59,6 +68,10 @@ class TwilioAdapter(HttpProviderAdapter):
     channels = frozenset({"sms"})
     supports_lookup = True
     supports_lookup_by_key = False
+    # The Messages list filtered by `To`: what settles a call whose answer was
+    # lost (dispatch/lookup.py). Not by `DateSent`: a message still queued
+    # has no date_sent yet, and a search missing it would prove a false absence.
+    supports_list_search = True
     status_map: ClassVar[Mapping[str, ObservedStatus]] = {
         "accepted": ObservedStatus.accepted,  # by a Messaging Service, sender not chosen yet
         "scheduled": ObservedStatus.accepted,
@@ -172,6 +185,41 @@ class TwilioAdapter(HttpProviderAdapter):
         return self._observation(
             body["sid"], body["status"], body.get("error_code"), body, key, _rfc2822(updated), None
         )
+
+    def build_search_request(
+        self, channel: str, destination: str, since: datetime, until: datetime
+    ) -> HttpRequest:
+        params = {"To": destination, "PageSize": str(SEARCH_PAGE_SIZE)}
+        return HttpRequest("GET", f"{self._account_path}/Messages.json", params=params)
+
+    def search(
+        self, channel: str, destination: str, since: datetime, until: datetime
+    ) -> list[Observation]:
+        """Pages of the Messages list, newest first, until one is wholly older
+        than `since`; a search that needs more pages than that proves nothing."""
+        self._require(self.can_search(channel), "list search")
+        request = self.build_search_request(channel, destination, since, until)
+        found: list[Observation] = []
+        for _ in range(SEARCH_PAGES):
+            response = self._lookup(request)
+            page = self.parse_search(response)
+            found += [m for m in page if m.created_at and since <= m.created_at <= until]
+            following = response.json().get("next_page_uri")
+            if not following or all(m.created_at and m.created_at < since for m in page):
+                return found
+            request = HttpRequest("GET", str(following))
+        raise ProviderUnavailable(f"twilio list search ran past {SEARCH_PAGES} pages")
+
+    def parse_search_body(self, response: httpx.Response) -> list[Observation]:
+        return [self._listed(m) for m in response.json()["messages"]]
+
+    def _listed(self, body: Mapping[str, Any]) -> Observation:
+        updated = body.get("date_updated")
+        key = stable_key(self.name, body["sid"], body["status"], updated)
+        found = self._observation(
+            body["sid"], body["status"], body.get("error_code"), body, key, _rfc2822(updated), None
+        )
+        return replace(found, created_at=_rfc2822(body.get("date_created")))
 
     # --- status callbacks ---------------------------------------------------
 
