@@ -6,7 +6,6 @@ import signal
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psycopg
@@ -78,60 +77,6 @@ def test_workers_racing_send_each_attempt_once(db_url: str, tmp_path: Path, work
     final = states(db_url)
     assert set(final) <= {"accepted", "delivered"}, final
     assert sum(final.values()) == total
-
-
-def one_offer(t: Tidings) -> Any:
-    t.publish_template("offer", channel="sms", body="A spot opened.")
-    return t.notify(
-        idempotency_key="offer:kill",
-        channel="sms",
-        recipient={"ref": "m1", "phone": "+14155550123"},
-        template="offer",
-        purpose="transactional",
-        event_class="waitlist_offer",
-    )
-
-
-@pytest.mark.parametrize(
-    "point",
-    ["after_claim", "before_mark", "before_send", "after_send_before_record", "after_record"],
-)
-def test_a_worker_killed_at_each_step_sends_no_second_message(
-    db_url: str, tmp_path: Path, point: str
-) -> None:
-    with engine(db_url) as t:
-        intent = one_offer(t)
-        with simulator(seed=1, receipt_delay_ms=100) as sim:
-            doomed = start_worker(
-                db_url, tmp_path, sim, "--lease-seconds", "2", faults=f"{point}:kill"
-            )
-            assert doomed.wait(timeout=60) == -signal.SIGKILL
-            rescuer = start_worker(db_url, tmp_path, sim, "--lease-seconds", "2")
-            try:
-                wait_until(
-                    lambda: t.get(intent.id).state.value in ("accepted", "delivered"),
-                    timeout=90,
-                    what=f"recovery after a kill {point}",
-                )
-            finally:
-                rescuer.send_signal(signal.SIGTERM)
-                # When the doomed worker had already finished the job, the
-                # rescuer may still be importing: Python's default SIGTERM
-                # then ends it, harmlessly, before it could claim anything.
-                assert rescuer.wait(timeout=60) in (0, -signal.SIGTERM)
-            entries = ledger(sim)
-        got = t.get(intent.id)
-    accepted = [e for e in entries if e["outcome"] in SENT]
-    assert len(accepted) == 1, entries
-    assert [a.state for a in got.attempts][-1] in ("accepted", "delivered")
-    if point in ("after_claim", "before_mark"):
-        # no call-started mark: due again at once under the same attempt
-        assert accepted[0]["idempotency_key"] == attempt_key(intent.id, 1)
-    elif point == "before_send":
-        # marked, never sent: the lookup proved it, and a new attempt key went out
-        assert accepted[0]["idempotency_key"] == attempt_key(intent.id, 2)
-    else:
-        assert accepted[0]["idempotency_key"] == attempt_key(intent.id, 1)
 
 
 def test_a_worker_stopped_during_a_provider_stall_hands_back_and_exits_within_its_lease(

@@ -1,0 +1,259 @@
+"""A worker SIGKILLed at every step of the send path, under every provider
+profile: what each real provider offers decides how the crash is settled,
+never whether a second message goes out.
+
+Per profile: its own database, the simulator playing that provider, the
+API receiving its receipts, one doomed worker per fault point (each dies
+on its own intent, holding its lease), then a rescuer. The profiles run
+side by side; each intent must end as the table below says.
+
+- after_claim, before_mark: no call-started mark, so nothing went out: due
+  again at once under the same attempt, sent once;
+- before_send: marked, no request left: absence is proven by key, reference
+  or list search (ideal, Twilio, Postmark) and it is sent again; elsewhere
+  it stays unknown (alerted), never resent;
+- after_send_before_record: the provider has it, its id never recorded:
+  found by key, reference, list search or a receipt echoing our reference;
+  unknown where none exists (SNS, Infrai);
+- after_record: recorded; lookups and receipts settle it as any send.
+
+Where the provider never reports delivery at all (SNS), every outcome ends
+unknown once the polling budget is spent, and each one sent exactly once.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+import signal
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.conftest import TEST_SECRET, clone_database, drop_database
+from tidings import Tidings
+from tidings.devstack import free_port
+from tidings.domain.keys import attempt_key
+from tidings.observability.alerts import evaluate_alerts
+from tidings.policies import builtin_document
+
+from .processes import ledger, simulator, start_api, start_worker, wait_http, wait_until
+
+# The channel each profile plays (its own; Infrai's e-mail, which has a lookup).
+PROFILES = {
+    "ideal": "sms",
+    "twilio": "sms",
+    "aws_sms": "sms",
+    "sns": "sms",
+    "vonage": "sms",
+    "ses": "email",
+    "sendgrid": "email",
+    "postmark": "email",
+    "infrai": "email",
+}
+POINTS = ("after_claim", "before_mark", "before_send", "after_send_before_record", "after_record")
+# Where the provider can prove a message never arrived (by our key, by our
+# reference stored with it, or by its list search).
+PROVES_ABSENCE = {"ideal", "twilio", "postmark"}
+# Where a call whose answer was lost can still be tied to its attempt: the
+# above, or receipts that echo our reference.
+FINDS_LOST_ANSWERS = PROVES_ABSENCE | {"aws_sms", "vonage", "ses", "sendgrid"}
+# Where the provider ever reports delivery (SNS only logs it to CloudWatch).
+REPORTS_DELIVERY = set(PROFILES) - {"sns"}
+SENT = {"accepted", "timeout_after_accept"}
+TERMINAL = {"delivered", "unknown", "failed", "expired", "canceled", "suppressed"}
+POLLS = {
+    "first_check_after_seconds": 2,
+    "factor": 2,
+    "max_interval_seconds": 4,
+    "jitter": 0.0,
+    "max_checks": 4,
+    "give_up_after_seconds": 20,
+}
+
+
+@dataclass(frozen=True)
+class Expected:
+    states: frozenset[str]
+    sends: int  # messages the provider took for the intent
+    attempt: int | None  # the attempt whose key went out
+
+
+def expected(profile: str, point: str) -> Expected:
+    delivered = frozenset({"delivered"} if profile in REPORTS_DELIVERY else {"unknown"})
+    if point in ("after_claim", "before_mark"):
+        return Expected(delivered, 1, 1)
+    if point == "before_send":
+        if profile in PROVES_ABSENCE:
+            return Expected(delivered, 1, 2)
+        return Expected(frozenset({"unknown"}), 0, None)
+    if point == "after_send_before_record" and profile not in FINDS_LOST_ANSWERS:
+        return Expected(frozenset({"unknown"}), 1, 1)
+    return Expected(delivered, 1, 1)
+
+
+@dataclass
+class Run:
+    profile: str
+    intents: dict[str, Any] = field(default_factory=dict)  # point -> intent id
+    doomed_exits: dict[str, int | None] = field(default_factory=dict)
+    ledger: list[dict[str, Any]] = field(default_factory=list)
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    alerts: list[Any] = field(default_factory=list)
+
+
+def run_profile(server: str, template: str, home: Path, profile: str) -> Run:
+    name, url = clone_database(server, template)
+    try:
+        return _run(url, home / profile, profile)
+    finally:
+        drop_database(server, name)
+
+
+def _run(url: str, home: Path, profile: str) -> Run:
+    home.mkdir(parents=True)
+    channel, secret, api_port = PROFILES[profile], secrets.token_hex(16), free_port()
+    run = Run(profile)
+    env = {
+        "TIDINGS_SIMULATOR_PROFILE": profile,
+        "TIDINGS_SIMULATOR_WEBHOOK_SECRET": secret,
+    }
+    with Tidings(url, secret_key=TEST_SECRET) as t:
+        _prepare(t, channel)
+        hook = f"http://127.0.0.1:{api_port}/v1/webhooks/simulator"
+        sim_config = {
+            "profile": profile,
+            "webhook_url": hook,
+            "webhook_secret": secret,
+            "receipt_delay_ms": 100,
+            "seed": 5,
+        }
+        with simulator(**sim_config) as sim:
+            env["TIDINGS_SIMULATOR_URL"] = sim
+            api = start_api(url, home, api_port, env=env)
+            try:
+                wait_http(f"http://127.0.0.1:{api_port}/healthz", api)
+                for point in POINTS:
+                    intent = _intent(t, channel, f"{profile}:{point}")
+                    run.intents[point] = intent.id
+                    doomed = start_worker(
+                        url, home, sim, "--lease-seconds", "20", faults=f"{point}:kill", env=env
+                    )
+                    run.doomed_exits[point] = doomed.wait(timeout=90)
+                rescuer = start_worker(url, home, sim, "--lease-seconds", "5", env=env)
+                try:
+                    wait_until(
+                        lambda: _settled(url, run),
+                        timeout=180,
+                        what=f"every intent of {profile} settled",
+                    )
+                finally:
+                    rescuer.send_signal(signal.SIGTERM)
+                    rescuer.wait(timeout=60)
+            finally:
+                api.terminate()
+                api.wait(timeout=30)
+            run.ledger = ledger(sim)
+        run.alerts = evaluate_alerts(t.db, t.clock.now())
+    return run
+
+
+def _prepare(t: Tidings, channel: str) -> None:
+    subject = "A spot opened" if channel == "email" else None
+    t.publish_template("offer", channel=channel, subject=subject, body="A spot opened.")
+    doc: dict[str, Any] = copy.deepcopy(builtin_document("default"))
+    doc.update(version="crash-polls", poll_schedule=POLLS)
+    t.publish_policy(doc)
+
+
+def _intent(t: Tidings, channel: str, key: str) -> Any:
+    recipient = {"ref": key, "phone": "+14155550123", "email": "member@example.com"}
+    recipient.pop("email" if channel == "sms" else "phone")
+    return t.notify(
+        idempotency_key=key,
+        channel=channel,
+        recipient=recipient,
+        template="offer",
+        purpose="transactional",
+        event_class="waitlist_offer",
+    )
+
+
+def _settled(url: str, run: Run) -> bool:
+    with psycopg.connect(url) as conn:
+        found = conn.execute(
+            "SELECT i.id, i.state, i.attempt_count, a.call_started_at IS NOT NULL AS started "
+            "FROM intents i LEFT JOIN attempts a "
+            "ON a.tenant_id = i.tenant_id AND a.intent_id = i.id AND a.n = i.attempt_count"
+        ).fetchall()
+    by_id = {row[0]: {"state": row[1], "attempts": row[2], "started": row[3]} for row in found}
+    run.rows = {point: by_id[intent_id] for point, intent_id in run.intents.items()}
+    return all(
+        row["state"] in expected(run.profile, point).states for point, row in run.rows.items()
+    )
+
+
+@pytest.fixture(scope="module")
+def runs(
+    pg_server_url: str, template_db: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Run | BaseException]:
+    home = tmp_path_factory.mktemp("crash-profiles")
+    results: dict[str, Run | BaseException] = {}
+    lock = threading.Lock()
+
+    def one(profile: str) -> None:
+        try:
+            outcome: Run | BaseException = run_profile(pg_server_url, template_db, home, profile)
+        except BaseException as exc:  # reported per profile below
+            outcome = exc
+        with lock:
+            results[profile] = outcome
+
+    with ThreadPoolExecutor(len(PROFILES)) as pool:
+        list(pool.map(one, PROFILES))
+    return results
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_a_crash_at_every_step_ends_as_the_provider_allows_and_never_sends_twice(
+    runs: dict[str, Run | BaseException], profile: str
+) -> None:
+    run = runs[profile]
+    if isinstance(run, BaseException):
+        raise run
+    assert set(run.doomed_exits.values()) == {-signal.SIGKILL}, run.doomed_exits
+    sends = Counter(e["idempotency_key"] for e in run.ledger if e["outcome"] in SENT)
+    assert set(sends.values()) <= {1}, f"a key went out twice: {sends}"
+    unknown = 0
+    for point, intent_id in run.intents.items():
+        want, row = expected(profile, point), run.rows[point]
+        mine = {k: n for k, n in sends.items() if str(intent_id) in k}
+        assert row["state"] in want.states, (point, row)
+        assert sum(mine.values()) == want.sends, (point, mine)
+        if want.attempt is not None:
+            assert mine == {attempt_key(intent_id, want.attempt): 1}, (point, mine)
+        if row["state"] == "unknown":
+            assert row["started"], f"{point}: unknown though its call never started"
+            unknown += 1
+    paged = [a for a in run.alerts if a.condition == "report_delivery_unknown"]
+    assert sum(a.details["affected_intents"] for a in paged) == unknown
+
+
+def test_the_profiles_offer_what_the_table_says() -> None:
+    from tidings.providers.simulator.profiles import PROFILES as PLAYED
+
+    for profile, channel in PROFILES.items():
+        played = PLAYED[profile]
+        absence = played.lookup_by_key or played.reference_search or played.list_search
+        assert (profile in PROVES_ABSENCE) == absence, profile
+        echoes = played.receipts and played.echo.value != "none"
+        assert (profile in FINDS_LOST_ANSWERS) == (absence or echoes), profile
+        assert channel in played.channels
