@@ -26,6 +26,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--flood-size", type=int, default=500)
     parser.add_argument(
+        "--profile",
+        default="twilio",
+        help="the provider the simulator plays: ideal, twilio, aws_sms, sns, vonage, ses, "
+        "sendgrid, postmark, infrai, or sms=NAME,email=NAME",
+    )
+    parser.add_argument(
         "--database-url",
         default=os.environ.get("TIDINGS_TEST_DATABASE_URL"),
         help="a server to create the run's database on (default: $TIDINGS_TEST_DATABASE_URL, "
@@ -57,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         workers=args.workers,
         flood_size=args.flood_size,
+        profile=args.profile,
         server_url=None if args.private else args.database_url,
         report_dir=args.report_dir,
         keep_database=args.keep_database,

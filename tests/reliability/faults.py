@@ -61,6 +61,7 @@ BASELINE = {
     "rate_429": 0.02,
     "rate_5xx": 0.02,
     "rate_timeout": 0.0,
+    "rate_lookup_5xx": 0.0,
     # Past the adapter's 10 s client timeout: the caller sees an ambiguous outcome.
     "timeout_stall_ms": 11_000,
     "receipt_delay_ms": 400,
@@ -74,8 +75,16 @@ BASELINE = {
 SLOW = {"latency_ms": 3500}
 SLOW_SECONDS = 10.0
 SLOW_BURST = 150
-STORM = {"rate_429": 0.3, "rate_5xx": 0.15, "rate_timeout": 0.01, "loss_rate": 0.3}
-CALM = {"rate_429": 0.0, "rate_5xx": 0.0, "rate_timeout": 0.0}
+# A storm hits the provider's lookups too: each failed one counts against its
+# attempt's polling budget (dispatch/reconcile.py).
+STORM = {
+    "rate_429": 0.3,
+    "rate_5xx": 0.15,
+    "rate_timeout": 0.01,
+    "loss_rate": 0.3,
+    "rate_lookup_5xx": 0.3,
+}
+CALM = {"rate_429": 0.0, "rate_5xx": 0.0, "rate_timeout": 0.0, "rate_lookup_5xx": 0.0}
 
 
 @dataclass

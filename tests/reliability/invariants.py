@@ -40,6 +40,8 @@ class Snapshot:
     job_counts: dict[str, tuple[dict[str, int], dict[str, int]]]  # job: (API, rows)
     metric_counts: tuple[dict[str, int], dict[str, int]] | None  # (/metrics, rows)
     extra: dict[str, list[str]] = field(default_factory=dict)  # violations found on the way
+    # What each channel's provider offered during the run (GET /_profiles).
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def by_intent(self, rows: Iterable[Row]) -> dict[Any, list[Row]]:
         grouped: dict[Any, list[Row]] = defaultdict(list)
@@ -282,6 +284,32 @@ def tenants_kept_apart(s: Snapshot) -> list[str]:
     return found
 
 
+def unknown_only_where_the_provider_cannot_tell(s: Snapshot) -> list[str]:
+    """Invariant 3: an outcome ends unknown only after its call started, and
+    never where the provider could have proven that no request reached it
+    (by our key, our reference, or its list search): such an intent must be
+    sent again, not left unknown."""
+    accepted = _accepted_keys(s.ledger_after)
+    attempts = s.by_intent(s.attempts)
+    found = []
+    for i in s.intents:
+        if i["state"] != IntentState.UNKNOWN.value:
+            continue
+        mine = sorted(attempts.get(i["id"], []), key=lambda a: a["n"])
+        last = mine[-1] if mine else None
+        if last is None or last.get("call_started_at") is None:
+            found.append(f"{i['id']}: unknown, but its call never started")
+            continue
+        offered = s.profiles.get(last.get("channel", ""), {})
+        proves = any(offered.get(k) for k in ("lookup_by_key", "reference_search", "list_search"))
+        if proves and not any(accepted[a["attempt_key"]] for a in mine):
+            found.append(
+                f"{i['id']}: unknown at {offered.get('name')}, which can prove no request "
+                "reached it"
+            )
+    return found
+
+
 def _claims(s: Snapshot) -> dict[tuple[Any, int], Row]:
     claims = {}
     for t in s.transitions:
@@ -301,6 +329,7 @@ CHECKS: tuple[Callable[[Snapshot], list[str]], ...] = (
     counts_derivable_from_rows,
     no_observation_lost,
     tenants_kept_apart,
+    unknown_only_where_the_provider_cannot_tell,
 )
 
 

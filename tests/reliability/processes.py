@@ -115,6 +115,7 @@ class Fleet:
     lease_seconds: float = 8.0
     concurrency: int = 4
     simulator_seed: int = 0
+    profile: str = "ideal"  # the provider the simulator plays (profiles.py)
     simulator: Proc | None = None
     api: Proc | None = None
     workers: list[Proc] = field(default_factory=list)
@@ -148,6 +149,7 @@ class Fleet:
             TIDINGS_HOME=str(self.home),
             TIDINGS_SECRET_KEY=self.secret,
             TIDINGS_SIMULATOR_URL=self.sim_url,
+            TIDINGS_SIMULATOR_PROFILE=self.profile,
             PYTHONUNBUFFERED="1",
             COLUMNS="200",
         )
@@ -164,6 +166,8 @@ class Fleet:
             str(self.simulator_seed),
             "--webhook-url",
             webhook_url,
+            "--profile",
+            self.profile,
         ).start()
         _wait_healthy(f"{self.sim_url}/healthz", self.simulator)
         self.api = self._proc(

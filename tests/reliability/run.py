@@ -47,6 +47,10 @@ class RunConfig:
     workers: int = 2
     lease_seconds: float = 8.0
     concurrency: int = 4
+    # The provider the simulator plays: `ideal` can look messages up by our
+    # key, which no real provider can, so guarantees are checked under the
+    # real ones (providers/simulator/profiles.py).
+    profile: str = "twilio"
     server_url: str | None = None  # None: a private embedded PostgreSQL
     flood_size: int = 400
     job_size: int = 60
@@ -117,6 +121,7 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
         lease_seconds=config.lease_seconds,
         concurrency=config.concurrency,
         simulator_seed=config.seed,
+        profile=config.profile,
     )
     relay = WebhookRelay(fleet.api_url).start()
     stack.callback(relay.close)

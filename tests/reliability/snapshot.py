@@ -42,8 +42,8 @@ def take(
         )
         attempts = _rows(
             conn,
-            "SELECT tenant_id, intent_id, n, attempt_key, state, code, provider_message_id,"
-            " accepted_at, next_check_at FROM attempts",
+            "SELECT tenant_id, intent_id, n, attempt_key, channel, state, code,"
+            " provider_message_id, accepted_at, next_check_at, call_started_at FROM attempts",
         )
         transitions = _rows(
             conn,
@@ -65,6 +65,7 @@ def take(
         receipts=receipts,
         job_counts={j: _job_counts(db_url, api_url, api_key, j) for j in jobs},
         metric_counts=_metric_counts(db_url, metrics_url),
+        profiles=_get(f"{sim_url}/_profiles"),
     )
 
 

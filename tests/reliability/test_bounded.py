@@ -10,6 +10,7 @@ tests/reliability/reports/.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,10 @@ from .run import RunConfig, RunReport, run
 
 # One minute of faults, then recovery and checks: about two minutes in all.
 CHAOS_MINUTES = 1.0
+# A real provider's capabilities, never `ideal`'s lookup by our key. CI runs
+# one profile per pass (.ci/run); `python -m tests.reliability --profile`
+# runs any (docs/reliability.md has the figures of each).
+PROFILE = os.environ.get("TIDINGS_RELIABILITY_PROFILE", "twilio")
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +32,7 @@ def bounded(pg_server_url: str, tmp_path_factory: pytest.TempPathFactory) -> Run
         minutes=CHAOS_MINUTES,
         seed=11,
         workers=2,
+        profile=PROFILE,
         server_url=pg_server_url,
         flood_size=250,
         job_size=40,

@@ -200,3 +200,50 @@ def test_a_receipt_stored_on_another_tenants_intent_is_caught() -> None:
     assert inv.tenants_kept_apart(s) == []
     s.observations[0]["tenant_id"] = "rival"
     assert list(broken(s)) == ["tenants_kept_apart"]
+
+
+def unknown_after(started: bool, reached: bool, profile: dict[str, Any]) -> inv.Snapshot:
+    """The intent ended unknown: its call started (or not), the provider has
+    its message (or not), under `profile`."""
+    s = delivered_once()
+    s.intents[0].update(state="unknown", version=4)
+    s.attempts = [
+        {
+            **attempt(1, KEY1, "unknown", "CHECKS_EXHAUSTED"),
+            "provider_message_id": None,
+            "accepted_at": None,
+            "channel": "sms",
+            "call_started_at": at(1.2) if started else None,
+        }
+    ]
+    s.transitions = [
+        transition(1, None, "create", "pending", 0),
+        transition(2, "pending", "claim", "sending", 1, attempt="1"),
+        transition(3, "sending", "outcome_unknown", "reconciling", 2),
+        transition(4, "reconciling", "reconciliation_exhausted", "unknown", 3),
+    ]
+    s.ledger_before = s.ledger_after = [send(KEY1, 1.5)] if reached else []
+    s.receipts, s.observations = [], []
+    s.job_counts = {"j": ({"unknown": 1}, {"unknown": 1})}
+    s.metric_counts = ({"unknown": 1}, {"unknown": 1})
+    s.profiles = {"sms": {"name": profile.get("name", "x"), **profile}}
+    return s
+
+
+NO_LOOKUP = {"name": "aws_sms", "list_search": False, "reference_search": False}
+LIST_SEARCH = {"name": "twilio", "list_search": True}
+
+
+def test_unknown_after_a_started_call_the_provider_cannot_trace_is_no_violation() -> None:
+    assert broken(unknown_after(started=True, reached=False, profile=NO_LOOKUP)) == {}
+    assert broken(unknown_after(started=True, reached=True, profile=LIST_SEARCH)) == {}
+
+
+def test_unknown_without_a_started_call_is_caught() -> None:
+    found = broken(unknown_after(started=False, reached=False, profile=NO_LOOKUP))
+    assert len(found["unknown_only_where_the_provider_cannot_tell"]) == 1
+
+
+def test_unknown_where_the_provider_could_prove_absence_is_caught() -> None:
+    found = broken(unknown_after(started=True, reached=False, profile=LIST_SEARCH))
+    assert "can prove no request" in found["unknown_only_where_the_provider_cannot_tell"][0]
