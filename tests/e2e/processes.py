@@ -44,6 +44,7 @@ def start_worker(
     *args: str,
     faults: str = "",
     output: IO[bytes] | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
@@ -56,6 +57,7 @@ def start_worker(
         # lookup that finds nothing a few seconds on is proof enough; the
         # 60 s default is for real providers' slower books.
         "TIDINGS_NOT_RECEIVED_AFTER_SECONDS": "5",
+        **(extra_env or {}),
     }
     return subprocess.Popen(
         [sys.executable, "-m", "tidings.cli", "worker", *args],
