@@ -60,7 +60,9 @@ class Tidings(ContactMethods, JobMethods, SetupMethods):
         settings = settings or Settings()
         self.url = database_url or settings.database_url or embedded_url(settings.resolved_home())
         self.tenant = tenant or settings.tenant
-        db = Database(self.url, max_size=settings.pool_size)
+        db = Database(
+            self.url, max_size=settings.pool_size, prepare=not settings.transaction_pooling
+        )
         self.runtime = Runtime(
             db=db,
             clock=clock or _default_clock(settings, db),

@@ -39,6 +39,13 @@ class Settings(BaseSettings):
     # is off cannot take a held lease or send past a deadline; or this
     # host's own, for a single host with a trusted clock (docs/scaling.md).
     clock: Literal["database", "system"] = "database"
+    # Set when DATABASE_URL leads through a pooler in transaction mode
+    # (PgBouncer's `pool_mode = transaction`): statements are not prepared
+    # (a server connection is not this client's between transactions), and
+    # workers LISTEN for wakeups only on `listen_url`, a direct connection,
+    # or else find new intents by the timed scan alone (docs/scaling.md).
+    transaction_pooling: bool = False
+    listen_url: str | None = None
     not_received_after_seconds: float = 60.0
     # Uploaded audiences stream past the small JSON body limit; this bounds
     # one upload instead (1 GiB: millions of recipients).

@@ -68,13 +68,19 @@ def start_worker(
 
 
 def start_api(
-    db_url: str, home: Path, port: int, *args: str, output: IO[bytes] | None = None
+    db_url: str,
+    home: Path,
+    port: int,
+    *args: str,
+    output: IO[bytes] | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "DATABASE_URL": db_url,
         "TIDINGS_HOME": str(home),
         "TIDINGS_SECRET_KEY": "test-secret-key-0123456789abcdef",
+        **(extra_env or {}),
     }
     return subprocess.Popen(
         [sys.executable, "-m", "tidings.cli", "serve", "--port", str(port), *args],
