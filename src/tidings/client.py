@@ -37,6 +37,7 @@ from tidings.intake import IntentRequest, create_or_replay
 from tidings.runtime import Runtime
 from tidings.store import ledger
 from tidings.store.database import Database
+from tidings.store.database_clock import DatabaseClock
 from tidings.store.embedded import embedded_url
 from tidings.store.migrate import migrate as apply_migrations
 from tidings.vault import Vault, local_secret
@@ -59,9 +60,12 @@ class Tidings(ContactMethods, JobMethods, SetupMethods):
         settings = settings or Settings()
         self.url = database_url or settings.database_url or embedded_url(settings.resolved_home())
         self.tenant = tenant or settings.tenant
+        db = Database(
+            self.url, max_size=settings.pool_size, prepare=not settings.transaction_pooling
+        )
         self.runtime = Runtime(
-            db=Database(self.url, max_size=settings.pool_size),
-            clock=clock or SystemClock(),
+            db=db,
+            clock=clock or _default_clock(settings, db),
             vault=Vault(secret_key or _secret(settings)),
             settings=settings,
         )
@@ -188,6 +192,10 @@ def cancel_intent(
         except StaleTransition:
             continue
     raise StaleTransition(f"intent {intent_id} kept changing; cancel not applied")
+
+
+def _default_clock(settings: Settings, db: Database) -> Clock:
+    return DatabaseClock(db) if settings.clock == "database" else SystemClock()
 
 
 def _secret(settings: Settings) -> str:

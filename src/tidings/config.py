@@ -7,6 +7,7 @@ PostgreSQL under `TIDINGS_HOME`. Every other setting is `TIDINGS_<NAME>`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -36,6 +37,18 @@ class Settings(BaseSettings):
     policy_dir: Path | None = None
     pool_size: int = 10
     lease_seconds: float = 30.0
+    # Whose time leases, deadlines, quiet windows and retries are judged by:
+    # the database server's (store/database_clock.py), so a host whose clock
+    # is off cannot take a held lease or send past a deadline; or this
+    # host's own, for a single host with a trusted clock (docs/scaling.md).
+    clock: Literal["database", "system"] = "database"
+    # Set when DATABASE_URL leads through a pooler in transaction mode
+    # (PgBouncer's `pool_mode = transaction`): statements are not prepared
+    # (a server connection is not this client's between transactions), and
+    # workers LISTEN for wakeups only on `listen_url`, a direct connection,
+    # or else find new intents by the timed scan alone (docs/scaling.md).
+    transaction_pooling: bool = False
+    listen_url: str | None = None
     not_received_after_seconds: float = 60.0
     # Uploaded audiences stream past the small JSON body limit; this bounds
     # one upload instead (1 GiB: millions of recipients).

@@ -28,5 +28,13 @@ class Runtime:
 
     @property
     def url(self) -> str:
-        """The database's URL, for connections outside the pool (LISTEN)."""
+        """The database's URL, for connections outside the pool."""
         return self.db.url
+
+    @property
+    def listen_url(self) -> str | None:
+        """Where LISTEN works: the database's URL, unless that leads through
+        a transaction pooler (then only a direct `listen_url`, or none)."""
+        if self.settings.listen_url:
+            return self.settings.listen_url
+        return None if self.settings.transaction_pooling else self.db.url

@@ -44,7 +44,7 @@ def start_worker(
     *args: str,
     faults: str = "",
     output: IO[bytes] | None = None,
-    env: dict[str, str] | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
@@ -57,7 +57,7 @@ def start_worker(
         # lookup that finds nothing a few seconds on is proof enough; the
         # 60 s default is for real providers' slower books.
         "TIDINGS_NOT_RECEIVED_AFTER_SECONDS": "5",
-        **(env or {}),
+        **(extra_env or {}),
     }
     return subprocess.Popen(
         [sys.executable, "-m", "tidings.cli", "worker", *args],
@@ -73,14 +73,14 @@ def start_api(
     port: int,
     *args: str,
     output: IO[bytes] | None = None,
-    env: dict[str, str] | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "DATABASE_URL": db_url,
         "TIDINGS_HOME": str(home),
         "TIDINGS_SECRET_KEY": "test-secret-key-0123456789abcdef",
-        **(env or {}),
+        **(extra_env or {}),
     }
     return subprocess.Popen(
         [sys.executable, "-m", "tidings.cli", "serve", "--port", str(port), *args],

@@ -136,17 +136,23 @@ def _run(url: str, home: Path, profile: str) -> Run:
         }
         with simulator(**sim_config) as sim:
             env["TIDINGS_SIMULATOR_URL"] = sim
-            api = start_api(url, home, api_port, env=env)
+            api = start_api(url, home, api_port, extra_env=env)
             try:
                 wait_http(f"http://127.0.0.1:{api_port}/healthz", api)
                 for point in POINTS:
                     intent = _intent(t, channel, f"{profile}:{point}")
                     run.intents[point] = intent.id
                     doomed = start_worker(
-                        url, home, sim, "--lease-seconds", "20", faults=f"{point}:kill", env=env
+                        url,
+                        home,
+                        sim,
+                        "--lease-seconds",
+                        "20",
+                        faults=f"{point}:kill",
+                        extra_env=env,
                     )
                     run.doomed_exits[point] = doomed.wait(timeout=90)
-                rescuer = start_worker(url, home, sim, "--lease-seconds", "5", env=env)
+                rescuer = start_worker(url, home, sim, "--lease-seconds", "5", extra_env=env)
                 try:
                     wait_until(
                         lambda: _settled(url, run),

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import httpx
 import pytest
 
 from tidings.domain.redaction import REDACTED
-from tidings.providers.base import parse_retry_after, stable_key
+from tidings.providers.base import parse_retry_after, response_retry_after, stable_key
 from tidings.providers.messages import Headers, WebhookRequest
 from tidings.providers.outcomes import Observation, ObservedStatus
 
@@ -39,6 +40,29 @@ def test_observation_redacts_raw_and_requires_aware_time() -> None:
 def test_parse_retry_after(value: str | None, expected: float | None) -> None:
     now = datetime.fromisoformat("2031-01-01T00:00:00+00:00").timestamp()
     assert parse_retry_after(value, now=now) == expected
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        # A date is read against the provider's own Date: whatever this
+        # host's clock says (2026 here, years before either), ten seconds.
+        (
+            {
+                "retry-after": "Wed, 01 Jan 2031 00:00:10 GMT",
+                "date": "Wed, 01 Jan 2031 00:00:00 GMT",
+            },
+            10.0,
+        ),
+        ({"retry-after": "12"}, 12.0),
+        ({"retry-after": "12", "date": "nonsense"}, 12.0),
+        ({}, None),
+    ],
+)
+def test_a_retry_after_date_is_read_on_the_providers_clock(
+    headers: dict[str, str], expected: float | None
+) -> None:
+    assert response_retry_after(httpx.Response(429, headers=headers)) == expected
 
 
 def test_webhook_headers_are_case_insensitive() -> None:

@@ -81,9 +81,12 @@ class Worker(WorkerSteps):
             )
             for c in self.adapters
         ]
-        threads.append(
-            threading.Thread(target=self._listen, args=(stop,), name="listen", daemon=True)
-        )
+        if self.runtime.listen_url is not None:
+            threads.append(
+                threading.Thread(target=self._listen, args=(stop,), name="listen", daemon=True)
+            )
+        else:  # behind a transaction pooler with no direct URL: the timed scan
+            log.info("no LISTEN connection: new intents are found by the timed scan")
         threads.append(
             threading.Thread(target=self._maintain, args=(stop,), name="maintain", daemon=True)
         )
@@ -194,7 +197,9 @@ class Worker(WorkerSteps):
     def _listen(self, stop: threading.Event) -> None:
         while not stop.is_set():
             try:
-                with psycopg.connect(self.runtime.url, autocommit=True) as conn:
+                url = self.runtime.listen_url
+                assert url is not None
+                with psycopg.connect(url, autocommit=True) as conn:
                     conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
                     while not stop.is_set():
                         for note in conn.notifies(timeout=0.5, stop_after=1):

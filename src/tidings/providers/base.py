@@ -71,6 +71,21 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     return max(when.timestamp() - (time.time() if now is None else now), 0.0)
 
 
+def response_retry_after(response: httpx.Response) -> float | None:
+    """A response's Retry-After in seconds. An HTTP date is read against the
+    response's own `Date` (the provider's clock on both sides), so a host
+    whose clock is off neither retries early nor waits too long."""
+    return parse_retry_after(response.headers.get("retry-after"), now=provider_time(response))
+
+
+def provider_time(response: httpx.Response) -> float | None:
+    """The provider's clock when it answered (its `Date` header), if given."""
+    try:
+        return email.utils.parsedate_to_datetime(response.headers["date"]).timestamp()
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def stable_key(provider: str, *parts: object) -> str:
     """Dedupe key from the parts that identify one provider event across replays."""
     digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()
@@ -323,7 +338,7 @@ class HttpProviderAdapter(ProviderAdapter):
         if 200 <= code < 300:
             return self._accepted(response)
         if code == 429:
-            retry_after = parse_retry_after(response.headers.get("retry-after"))
+            retry_after = response_retry_after(response)
             return Retryable(RejectCode.RATE_LIMITED, retry_after, _detail(response), code)
         if code == 408:  # the server gave up reading our request: it did not act on it
             return Retryable(RejectCode.TIMEOUT, None, _detail(response), code)

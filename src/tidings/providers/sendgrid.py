@@ -34,7 +34,8 @@ from tidings.providers.base import (
     DEFAULT_TIMEOUT,
     HttpProviderAdapter,
     HttpRequest,
-    parse_retry_after,
+    provider_time,
+    response_retry_after,
     stable_key,
 )
 from tidings.providers.errors import InvalidSignature, ProviderConfigError, ProviderError
@@ -170,10 +171,11 @@ class SendGridAdapter(HttpProviderAdapter):
         reset = response.headers.get("x-ratelimit-reset")
         if reset:
             try:
-                return max(float(reset) - self._clock(), 0.0)
+                answered = provider_time(response)
+                return max(float(reset) - (self._clock() if answered is None else answered), 0.0)
             except ValueError:
                 pass
-        return parse_retry_after(response.headers.get("retry-after"))
+        return response_retry_after(response)
 
     def parse_accepted(self, response: httpx.Response) -> Accepted:
         return Accepted(response.headers["x-message-id"])

@@ -30,7 +30,7 @@ from tidings.providers.base import (
     DEFAULT_TIMEOUT,
     HttpProviderAdapter,
     HttpRequest,
-    parse_retry_after,
+    response_retry_after,
     same_digest,
     stable_key,
 )
@@ -155,7 +155,7 @@ class TwilioAdapter(HttpProviderAdapter):
     def parse_response(self, response: httpx.Response) -> SendResult:
         # 20429 means "not processed" whatever the HTTP status that carries it.
         if response.status_code != 429 and self.rejection_code(response) == RATE_LIMITED:
-            retry_after = parse_retry_after(response.headers.get("retry-after"))
+            retry_after = response_retry_after(response)
             detail = f"HTTP {response.status_code}: error {RATE_LIMITED}"
             return Retryable(RejectCode.RATE_LIMITED, retry_after, detail, response.status_code)
         return super().parse_response(response)

@@ -30,14 +30,22 @@ CONNECTION_WAIT_SECONDS = 10.0
 class Database:
     """A pool plus the few ways the code base talks to PostgreSQL."""
 
-    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10) -> None:
+    def __init__(
+        self, url: str, *, min_size: int = 1, max_size: int = 10, prepare: bool = True
+    ) -> None:
         self.url = url
         self._last_returned: WeakKeyDictionary[psycopg.Connection[Any], float] = WeakKeyDictionary()
         self.pool = ConnectionPool(
             url,
             min_size=min_size,
             max_size=max_size,
-            kwargs={"row_factory": dict_row, "autocommit": False},
+            # No prepared statements through a transaction pooler: the next
+            # transaction may run on a server connection that lacks them.
+            kwargs={
+                "row_factory": dict_row,
+                "autocommit": False,
+                **({} if prepare else {"prepare_threshold": None}),
+            },
             open=True,
             check=self._check,
             reset=self._returned,

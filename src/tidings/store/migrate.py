@@ -1,4 +1,4 @@
-"""Versioned SQL migrations, applied in order, once, under an advisory lock.
+"""Versioned SQL migrations, applied in order, once, each under an advisory lock.
 
 Two processes migrating at once serialize on the lock; the second finds
 nothing left to do. A migration file that changed after it was applied is
@@ -47,38 +47,45 @@ def available() -> list[Migration]:
 
 
 def migrate(url: str) -> list[Migration]:
-    """Apply every pending migration; returns the ones applied now."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
-        try:
-            return _apply_pending(conn)
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+    """Apply every pending migration; returns the ones applied now.
+
+    Each migration runs in its own transaction under a transaction-scoped
+    advisory lock, read again inside it: through a transaction pooler
+    (PgBouncer) a session lock could be taken on one server connection and
+    released on another, and the statements of one session are not pinned
+    to one server connection either.
+    """
+    applied = []
+    with psycopg.connect(url, autocommit=True, prepare_threshold=None) as conn:
+        for migration in available():
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+                if _apply_if_pending(conn, migration):
+                    applied.append(migration)
+    return applied
 
 
-def _apply_pending(conn: psycopg.Connection[Any]) -> list[Migration]:
+def _apply_if_pending(conn: psycopg.Connection[Any], migration: Migration) -> bool:
     conn.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         " version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
         " applied_at timestamptz NOT NULL DEFAULT now())"
     )
-    done = {v: c for v, c in conn.execute("SELECT version, checksum FROM schema_migrations")}
-    applied = []
-    for migration in available():
-        if migration.version in done:
-            if done[migration.version] != migration.checksum:
-                raise MigrationError(
-                    f"migration {migration.version} ({migration.name}) changed after it was applied"
-                )
-            continue
-        with conn.transaction():
-            conn.execute(migration.sql.encode())
-            conn.execute(
-                "INSERT INTO schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
-                (migration.version, migration.name, migration.checksum),
+    row = conn.execute(
+        "SELECT checksum FROM schema_migrations WHERE version = %s", (migration.version,)
+    ).fetchone()
+    if row is not None:
+        if row[0] != migration.checksum:
+            raise MigrationError(
+                f"migration {migration.version} ({migration.name}) changed after it was applied"
             )
-        applied.append(migration)
-    return applied
+        return False
+    conn.execute(migration.sql.encode())
+    conn.execute(
+        "INSERT INTO schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
+        (migration.version, migration.name, migration.checksum),
+    )
+    return True
 
 
 def current_version(url: str) -> int:

@@ -1,0 +1,59 @@
+"""The database clock: the server's time, carried forward by the monotonic clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+
+from tidings.store.database import Database
+from tidings.store.database_clock import DatabaseClock
+
+
+class Monotonic:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def server_now(db_url: str) -> datetime:
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute("SELECT clock_timestamp()").fetchone()
+    assert row is not None
+    return row[0].astimezone(UTC)
+
+
+def test_the_time_is_the_servers_moved_on_by_the_monotonic_clock(db_url: str) -> None:
+    db = Database(db_url, max_size=1)
+    mono = Monotonic()
+    clock = DatabaseClock(db, resync_seconds=30, monotonic=mono)
+    try:
+        before = server_now(db_url)
+        first = clock.now()
+        after = server_now(db_url)
+        assert before <= first <= after
+        # Between anchors only the monotonic clock counts: 29 s of it are
+        # 29 s of database time, whatever the server's clock did meanwhile.
+        mono.t += 29
+        assert clock.now() - first == timedelta(seconds=29)
+        mono.t += 1  # the anchor is due again: read from the server
+        renewed = clock.now()
+        assert before <= renewed <= server_now(db_url)
+        offset = clock.offset_seconds()
+        assert offset is not None and abs(offset) < 60  # this host's clock is the server's
+    finally:
+        db.close()
+
+
+def test_without_a_database_it_tells_the_hosts_time_and_tries_again(db_url: str) -> None:
+    dead = Database("postgresql://postgres@127.0.0.1:1/none", min_size=0, max_size=1)
+    mono = Monotonic()
+    clock = DatabaseClock(dead, monotonic=mono)
+    try:
+        host = datetime.now(UTC)
+        assert host <= clock.now() <= datetime.now(UTC)
+        assert clock.offset_seconds() is None
+    finally:
+        dead.close()
