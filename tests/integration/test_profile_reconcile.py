@@ -199,10 +199,13 @@ def test_where_the_provider_offers_nothing_the_outcome_ends_unknown_never_resent
     w = worker(tidings, core, lease_seconds=30)
     intent = offer(tidings)
     crash_after_mark(w, call=True)
+    checked = lookups("simulator", "none")
     settle(w, clock, 900, step=15)
     got = tidings.get(intent.id)
     assert got.state is IntentState.UNKNOWN and got.decision_code == "CHECKS_EXHAUSTED"
     assert got.attempts[0].check_count == SCHEDULE["max_checks"]
+    # Nothing to look up: the first check and the budget's last one, no empty polls between.
+    assert lookups("simulator", "none") - checked == 2
     assert len(sends(core)) == 1 and core.receipts() == []
 
 

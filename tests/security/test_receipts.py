@@ -23,13 +23,13 @@ import pytest
 from tests.conftest import TEST_SECRET
 from tests.e2e.processes import simulator, start_api, start_worker, wait_http, wait_until
 from tests.integration.api_support import auth, client, intent_body, new_key, publish_offer
-from tests.providers.test_twilio import (
+from tests.providers.test_twilio import status_callback
+from tests.providers.twilio_peer import (
     CALLBACK,
     TOKEN,
     TwilioFake,
     make_adapter,
     spec,  # noqa: F401  (the fixture the Twilio fake is built from)
-    status_callback,
     twilio_signature,
 )
 from tidings import ManualClock, Tidings

@@ -174,7 +174,7 @@ def check_one(
             # Silence is no proof yet: a request may still be on its way.
             _reschedule(conn, attempt, settled_by)
             return
-        _schedule_next(conn, attempt, now, rng)
+        _schedule_next(conn, attempt, now, rng, learnable=found.how != "none")
 
 
 def _evidence(db: Database, vault: Vault | None, check: DueCheck) -> Evidence:
@@ -235,8 +235,19 @@ def _schedule_next(
     now: datetime,
     rng: random.Random,
     not_before: datetime | None = None,
+    *,
+    learnable: bool = True,
 ) -> None:
-    """The next check on the frozen schedule, or the end of the budget."""
+    """The next check on the frozen schedule, or the end of the budget.
+
+    Where no lookup the provider offers fits the attempt (`learnable`
+    False: receipts are all there is), polling on the schedule would learn
+    nothing: the checks between now and the schedule's last one are
+    counted as spent and only that last one is kept, to end the budget on
+    time. Receipts settle the attempt meanwhile, as ever. Under a backlog
+    of such attempts, a poller doing those empty checks fell behind the
+    ones that can learn something (docs/reliability.md).
+    """
     current = attempts.by_number(conn, AttemptRef.of(attempt))
     if current is None or current.state not in STILL_OPEN:
         return  # settled by what we just applied
@@ -248,6 +259,11 @@ def _schedule_next(
     expired = current.checks_expire_at is not None and now >= current.checks_expire_at
     if following is None or expired:
         _exhausted(conn, attempt, intent, now)
+        return
+    last = schedule.max_checks - 1
+    final = None if learnable else next_check_at(schedule, base, last, rng)
+    if final is not None and current.check_count < last:
+        attempts.reschedule_check(conn, AttemptRef.of(attempt), max(final, now), checks_done=last)
     else:
         _reschedule(conn, attempt, max(following, now, not_before or now))
 

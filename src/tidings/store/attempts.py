@@ -249,8 +249,16 @@ def lease_due_checks(
     ]
 
 
-def reschedule_check(conn: Conn, ref: AttemptRef, at: datetime) -> None:
-    execute(conn, "reschedule_check", {**ref.params(), "next_check_at": at})
+def reschedule_check(
+    conn: Conn, ref: AttemptRef, at: datetime, *, checks_done: int | None = None
+) -> None:
+    """The next check at `at`; `checks_done` counts the checks of the budget
+    as spent up to there (None: as they are)."""
+    execute(
+        conn,
+        "reschedule_check",
+        {**ref.params(), "next_check_at": at, "checks_done": checks_done},
+    )
 
 
 def by_number(conn: Conn, ref: AttemptRef) -> Attempt | None:

@@ -96,7 +96,8 @@ UPDATE attempts SET check_count = check_count + 1, next_check_at = %(next_check_
 WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s;
 
 -- name: reschedule_check
-UPDATE attempts SET next_check_at = %(next_check_at)s
+UPDATE attempts SET next_check_at = %(next_check_at)s,
+                    check_count = coalesce(%(checks_done)s::int, check_count)
 WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s;
 
 -- name: attempt_by_number
