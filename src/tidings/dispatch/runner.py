@@ -35,6 +35,8 @@ log = logging.getLogger("tidings.worker")
 NOTIFY_CHANNEL = "tidings_due"
 # How long the preparation thread works on a job before it looks at `stop`.
 PREPARE_BUDGET_SECONDS = 1.0
+# How long one maintenance turn may spend working down due status checks.
+RECONCILE_BUDGET_SECONDS = 2.0
 # Beyond the drain's lease: closing connections, the last log lines.
 STOP_GRACE_SECONDS = 2.0
 
@@ -235,7 +237,8 @@ class Worker(WorkerSteps):
             ("sweep", self.sweep_once),
             ("alerts", lambda: self.alerts.tick(self.runtime.clock.now())),
             # No event push here: it waits on tenants' servers (event-push thread).
-            ("reconcile", self.reconcile_once),
+            # Within a budget, so the heartbeat's turn comes well inside a lease.
+            ("reconcile", lambda: self.reconcile_for(RECONCILE_BUDGET_SECONDS)),
         )
         while not stop.wait(self.config.maintenance_interval):
             # Each step on its own: one that fails (the alert scan over a

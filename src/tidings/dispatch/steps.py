@@ -300,6 +300,17 @@ class WorkerSteps:
         log.info("provider call withheld", extra={"verdict": verdict.value})
         return outcome
 
+    def reconcile_for(self, budget_seconds: float, limit: int = 100) -> int:
+        """Rounds of checks while a whole round was due, for at most about
+        `budget_seconds`: a backlog of due checks is worked down in one turn
+        of the maintenance loop, not one round of `limit` per second."""
+        started, done = time.monotonic(), 0
+        while True:
+            found = self.reconcile_once(limit)
+            done += found
+            if found < limit or time.monotonic() - started >= budget_seconds:
+                return done
+
     def reconcile_once(self, limit: int = 100) -> int:
         return run_checks(
             self.runtime.db,

@@ -227,20 +227,12 @@ def lease_due_checks(
     conn: Conn, now: datetime, limit: int, lease_until: datetime
 ) -> list[DueCheck]:
     """The attempts due for a status check, each leased until `lease_until`
-    so other workers leave it alone while this one looks it up."""
-    rows = fetch_all(conn, "due_checks", {"now": now, "limit": limit})
-    for row in rows:
-        execute(
-            conn,
-            "attempt_checked",
-            {
-                "tenant_id": row["tenant_id"],
-                "intent_id": row["intent_id"],
-                "n": row["n"],
-                "next_check_at": lease_until,
-            },
-        )
-    # check_count was bumped above; the schedule counts from the value read
+    (in the same statement) so other workers leave it alone while this one
+    looks it up. Each comes as it was before the lease: the schedule counts
+    from its check count before this check."""
+    rows = fetch_all(
+        conn, "due_checks", {"now": now, "limit": limit, "lease_until": lease_until}
+    )
     return [
         DueCheck(
             Attempt.from_row(r), IntentState(r["intent_state"]), r["intent_destination_hash"]

@@ -82,18 +82,29 @@ WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s
 RETURNING *;
 
 -- name: due_checks
--- Attempts whose status is due for a look, with their intents.
+-- Attempts whose status is due for a look, with their intents, each leased
+-- in the same statement: its check counted and pushed to `lease_until`, so
+-- other workers leave it alone while this one looks it up. The values
+-- returned are those before the lease (the schedule counts from them).
+WITH due AS (
+    SELECT a.tenant_id, a.intent_id, a.n
+    FROM attempts a
+    WHERE a.state IN ('sending', 'accepted', 'unknown') AND a.next_check_at <= %(now)s
+    ORDER BY a.next_check_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), leased AS (
+    UPDATE attempts a SET check_count = a.check_count + 1, next_check_at = %(lease_until)s
+    FROM due d
+    WHERE a.tenant_id = d.tenant_id AND a.intent_id = d.intent_id AND a.n = d.n
+    RETURNING a.tenant_id, a.intent_id, a.n
+)
 SELECT a.*, i.state AS intent_state, i.version AS intent_version,
        i.destination_hash AS intent_destination_hash
-FROM attempts a JOIN intents i ON i.tenant_id = a.tenant_id AND i.id = a.intent_id
-WHERE a.state IN ('sending', 'accepted', 'unknown') AND a.next_check_at <= %(now)s
-ORDER BY a.next_check_at
-LIMIT %(limit)s
-FOR UPDATE OF a SKIP LOCKED;
-
--- name: attempt_checked
-UPDATE attempts SET check_count = check_count + 1, next_check_at = %(next_check_at)s
-WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s;
+FROM leased l
+JOIN attempts a ON a.tenant_id = l.tenant_id AND a.intent_id = l.intent_id AND a.n = l.n
+JOIN intents i ON i.tenant_id = a.tenant_id AND i.id = a.intent_id
+ORDER BY a.next_check_at;
 
 -- name: reschedule_check
 UPDATE attempts SET next_check_at = %(next_check_at)s,
