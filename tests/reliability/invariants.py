@@ -253,7 +253,16 @@ def counts_derivable_from_rows(s: Snapshot) -> list[str]:
 def no_observation_lost(s: Snapshot) -> list[str]:
     """Every receipt the API acknowledged is stored, exactly once."""
     stored = Counter(o["dedupe_key"] for o in s.observations)
-    found = [f"observation {key} stored {n} times" for key, n in stored.items() if n > 1]
+    rows = defaultdict(list)
+    for o in s.observations:
+        rows[o["dedupe_key"]].append(
+            f"{o.get('tenant_id')!r}/{o.get('intent_id')}/{o.get('source')}/{o.get('effect')}"
+        )
+    found = [
+        f"observation {key} stored {n} times: {', '.join(rows[key])}"
+        for key, n in stored.items()
+        if n > 1
+    ]
     for receipt in s.receipts:
         key = f"simulator:event:{receipt['event_id']}"
         if receipt["state"] == "delivered" and key not in stored:
