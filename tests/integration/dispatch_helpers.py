@@ -31,7 +31,8 @@ def worker(
     """A worker over the in-process simulator. Retired provider accounts are
     built by `accounts_factory` (none: a test never reads the environment)."""
     adapter = adapter or InProcessSimulatorAdapter(core)
-    worker_config = WorkerConfig(seed=7, **config)
+    # Checks one after the other: the seeded jitter then lands the same way.
+    worker_config = WorkerConfig(seed=7, **{"reconcile_concurrency": 1, **config})
     return Worker(
         t.runtime,
         {"sms": adapter, "email": adapter},

@@ -150,6 +150,13 @@ class Fleet:
             TIDINGS_SECRET_KEY=self.secret,
             TIDINGS_SIMULATOR_URL=self.sim_url,
             TIDINGS_SIMULATOR_PROFILE=self.profile,
+            # The invariants compare each process's timestamps with the
+            # simulator's own to the millisecond (a send after its claim's
+            # commit). All run on this host's clock; the database clock,
+            # anchored within half a round trip, would blur that comparison
+            # on a loaded machine. Skewed clocks have their own test
+            # (tests/e2e/test_skewed_clocks.py).
+            TIDINGS_CLOCK="system",
             PYTHONUNBUFFERED="1",
             COLUMNS="200",
         )

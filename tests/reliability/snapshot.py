@@ -9,6 +9,7 @@ read; every acceptance the rows mention is in the last read.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
@@ -22,7 +23,10 @@ from .processes import call
 
 # Projections are compared with rows read right after them; while anything
 # still moves they can differ for a moment, so a mismatch is read again.
-PROJECTION_READS = 5
+PROJECTION_READS = 10
+# Between two reads of a projection and its rows: a lookup or a late receipt
+# may still move an intent after the run settled.
+PROJECTION_PAUSE_S = 0.3
 
 
 def take(
@@ -80,6 +84,7 @@ def _job_counts(
         rows = _counts(db_url, sql, (job_id,))
         if api == rows:
             break
+        time.sleep(PROJECTION_PAUSE_S)  # real processes are still settling
     return api, rows
 
 
@@ -103,6 +108,7 @@ def _metric_counts(db_url: str, metrics_url: str) -> tuple[dict[str, int], dict[
         rows = _counts(db_url, sql, ())
         if metrics == rows:
             break
+        time.sleep(PROJECTION_PAUSE_S)  # real processes are still settling
     return metrics, rows
 
 

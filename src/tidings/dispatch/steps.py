@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import Hashable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -76,6 +77,8 @@ class WorkerConfig:
     # many tenants at once, each request within this deadline overall.
     event_push_concurrency: int = 4
     event_push_deadline: float = 10.0
+    # Status checks looked up side by side (each a round trip to the provider).
+    reconcile_concurrency: int = 8
     seed: int | None = None
 
 
@@ -113,6 +116,11 @@ class WorkerSteps:
         self._inflight_lock = threading.Lock()
         self._starts: CallStarts[Claimed] = CallStarts(self._mark_started, lambda c: c.intent.id)
         self.alerts = AlertSweeper(runtime)
+        self._checks = (
+            ThreadPoolExecutor(self.config.reconcile_concurrency, thread_name_prefix="check")
+            if self.config.reconcile_concurrency > 1
+            else None
+        )
         self.event_pusher = EventPusher(
             runtime.db,
             runtime.vault,
@@ -320,6 +328,7 @@ class WorkerSteps:
             limit,
             self.config.not_received_after,
             self.runtime.vault,
+            self._checks,
         )
 
     def sweep_once(self) -> dict[str, int]:
