@@ -26,7 +26,7 @@ RETENANTING = {"observation_matched"}
 # Queries that run per intent or per batch on the dispatch and intake paths
 # (docs/scaling.md, "Which queries stay on one shard").
 HOT_PATH = {
-    "claim_due", "claim_one", "still_claimed", "heartbeat", "shadow_controls",
+    "claim_due", "claim_one", "attempts_call_started", "heartbeat", "shadow_controls",
     "transition_many", "open_attempts", "record_observation", "observation_effect",
     "attempts_by_reference", "create_intent", "intent_by_key", "intent_by_id",
     "due_checks", "reschedule_check", "expired_leases", "passed_deadlines",

@@ -105,18 +105,3 @@ FOR UPDATE;
 UPDATE observations SET tenant_id = %(tenant_id)s, intent_id = %(intent_id)s,
                         attempt_n = %(attempt_n)s, effect = %(effect)s
 WHERE tenant_id = %(old_tenant_id)s AND id = %(id)s;
-
--- name: still_claimed
--- Claims about to be called, read again right before the call (R000.5
--- in docs/requirements.md, invariant 5): each one's state, version and lease owner as committed
--- now, and whether a kill switch turned on since the claim covers it.
-SELECT i.id, i.state, i.version, i.lease_owner,
-       EXISTS (
-           SELECT 1 FROM controls c
-           WHERE c.tenant_id = i.tenant_id AND c.kind = 'kill_switch' AND c.enabled
-             AND c.channel IN ('', i.channel) AND c.country IN ('', coalesce(i.country, ''))
-       ) AS killed
-FROM intents i
-WHERE (i.tenant_id, i.id) IN (
-    SELECT * FROM unnest(%(tenant_ids)s::text[], %(ids)s::uuid[])
-);
