@@ -41,7 +41,7 @@ from tidings.providers.simulator import SimulatorCore
 from tidings.providers.simulator.core import LookupFailed, NotSupported
 from tidings.providers.simulator.profiles import Echo, Profile, by_channel, profile
 from tidings.providers.simulator.receipts import PROFILE_HEADER, render, signed_part
-from tidings.providers.simulator.views import echoed_reference
+from tidings.providers.simulator.views import KEY_NAME, echoed_reference
 
 SIGNATURE_HEADER = "X-Simulator-Signature"
 IN_PROCESS_URL = "http://simulator.in-process"
@@ -261,6 +261,8 @@ class SimulatorAdapter(HttpProviderAdapter):
         code_text = None if raw_code is None else str(raw_code)
         status, code = _speaker(played).map_status(raw_status, code_text)
         reference = echoed_reference(played, body, dict(query))
+        if reference is None:
+            _refuse_misshapen_reference(played, body)
         return Observation(
             provider=self.account,
             provider_message_id=_text(body.get("message_id"), "message_id"),
@@ -284,6 +286,21 @@ def _speaker(played: Profile) -> type[ProviderAdapter]:
     from tidings.providers.settings import adapter_class
 
     return adapter_class(played.name)
+
+
+def _refuse_misshapen_reference(played: Profile, body: dict[str, Any]) -> None:
+    """A reference field that is there but of no shape the profile writes is
+    a malformed receipt (400), not an unmatched one."""
+    if played.echo in (Echo.NONE, Echo.CALLBACK_QUERY):
+        return
+    value = body.get(played.reference_field)
+    if (
+        value is None
+        or value == ""
+        or (isinstance(value, dict) and played.reference_field in KEY_NAME)
+    ):
+        return
+    raise ProviderError(f"simulator event's {played.reference_field} is not a reference")
 
 
 def _text(value: object, name: str) -> str | None:
