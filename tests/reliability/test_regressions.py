@@ -10,12 +10,14 @@ settled too once it leaves `sending`, whichever way it leaves.
 from __future__ import annotations
 
 import random
+import threading
 from typing import Any
 
 from tidings import ManualClock, Tidings
-from tidings.dispatch.observe import apply_observation
+from tidings.dispatch.observe import apply_observation, apply_received
 from tidings.dispatch.record import record_result
 from tidings.providers.outcomes import (
+    Accepted,
     Indeterminate,
     Observation,
     ObservedStatus,
@@ -108,3 +110,49 @@ def test_a_late_answer_after_the_lease_was_recovered_leaves_the_intent_movable(
         assert record_result(conn, claimed, limited, clock.now(), random.Random(1)) == "stale"
     _run_maintenance(w, clock)
     assert tidings.get(intent.id).state not in ("reconciling", "sending")
+
+
+def test_a_receipt_racing_the_record_of_its_provider_id_is_matched(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    """The receipt names only the provider's id and arrives while the
+    worker's record of that id is still uncommitted: it cannot see the id
+    yet, and the record has already looked for early receipts. Unserialized,
+    it was kept unmatched for good (twice over when the provider resent it
+    after the record), and an intent the provider had delivered stayed
+    `accepted`, or ended `unknown` under a provider with no lookup."""
+    publish_offer_template(tidings)
+    w = worker(tidings, simulator(clock))
+    intent = offer(tidings, expires_at=None)
+    [claimed] = w.claim("sms", 10)
+    receipt = Observation(
+        provider="simulator",
+        provider_message_id="SM-race",
+        attempt_key=None,
+        status=ObservedStatus.delivered,
+        code=None,
+        raw_status="delivered",
+        occurred_at=clock.now(),
+        dedupe_key="race:delivered",
+        raw={},
+    )
+    effects: list[str] = []
+
+    def webhook() -> None:
+        with tidings.db.transaction() as conn:
+            effects.extend(apply_received(conn, [receipt], "webhook", clock.now()))
+
+    arrival = threading.Thread(target=webhook)
+    with tidings.db.transaction() as conn:
+        record_result(conn, claimed, Accepted("SM-race"), clock.now(), random.Random(1))
+        arrival.start()
+        arrival.join(timeout=1.0)  # unserialized, it is done by now
+    arrival.join()
+    assert effects == ["intent_delivered"]
+    assert tidings.get(intent.id).state == "delivered"
+    with tidings.db.transaction() as conn:
+        stored = conn.execute(
+            "SELECT tenant_id, intent_id IS NOT NULL AS matched FROM observations"
+            " WHERE dedupe_key = 'race:delivered'"
+        ).fetchall()
+    assert stored == [{"tenant_id": tidings.tenant, "matched": True}]

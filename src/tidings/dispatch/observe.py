@@ -9,6 +9,7 @@ cancel updates the attempt, never the business outcome.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -65,6 +66,37 @@ def _only(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def _identity(row: dict[str, Any]) -> tuple[str, Any, int]:
     return row["tenant_id"], row["intent_id"], row["n"]
+
+
+def apply_received(
+    conn: Conn, observations: Sequence[Observation], source: str, now: datetime
+) -> list[str]:
+    """Store and apply what a provider pushed to us (a webhook's events).
+
+    A receipt naming only a provider id can overtake the worker's record of
+    that id: seen from here the id is on no attempt, and the record has
+    already looked for early receipts. So a receipt whose id no attempt
+    shows first waits for any record writing it (`provider_ids_recording`),
+    then looks again; without that it was kept unmatched for good.
+    """
+    unseen = [o for o in observations if o.provider_message_id and find_attempt(conn, o) is None]
+    if unseen:
+        execute(conn, "provider_ids_unseen", _id_pairs(unseen))
+    return [apply_observation(conn, obs, source, now) for obs in observations]
+
+
+def recording_provider_ids(conn: Conn, ids: Sequence[tuple[str, str]]) -> None:
+    """Before a worker writes the provider ids its calls got, as (provider, id)."""
+    if ids:
+        providers, names = zip(*ids, strict=True)
+        execute(conn, "provider_ids_recording", {"providers": list(providers), "ids": list(names)})
+
+
+def _id_pairs(observations: Sequence[Observation]) -> dict[str, list[str]]:
+    return {
+        "providers": [o.provider for o in observations],
+        "ids": [o.provider_message_id or "" for o in observations],
+    }
 
 
 def apply_observation(

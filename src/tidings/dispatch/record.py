@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 
 from tidings.dispatch.claim import Claimed
-from tidings.dispatch.observe import carry_settled_attempt, rematch
+from tidings.dispatch.observe import carry_settled_attempt, recording_provider_ids, rematch
 from tidings.domain.attempts import WORKER_SETTLES_FROM
 from tidings.domain.errors import StaleTransition
 from tidings.domain.limits import LimitCheck
@@ -143,6 +143,7 @@ def _accepted_many(
                 encoding=item.encoding,
             )
         )
+    recording_provider_ids(conn, [(item.claimed.provider, _message_id(item)) for item in sent])
     settled = attempts.accept_many(conn, acceptances, now)
     steps = [
         ledger.Step(

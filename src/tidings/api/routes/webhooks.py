@@ -21,7 +21,7 @@ from tidings.api.openapi import responses
 from tidings.api.problems import InvalidWebhook, InvalidWebhookSignature, Unavailable
 from tidings.api.schemas.events import WebhookReceived
 from tidings.client import Tidings
-from tidings.dispatch.observe import apply_observation
+from tidings.dispatch.observe import apply_received
 from tidings.domain.errors import NotFound
 from tidings.providers.base import ProviderAdapter
 from tidings.providers.errors import (
@@ -87,7 +87,7 @@ def receive_webhook(
     observations = _verify(adapter, received)
     now = root.clock.now()
     with root.db.transaction() as conn:
-        effects = [apply_observation(conn, obs, "webhook", now) for obs in observations]
+        effects = apply_received(conn, observations, "webhook", now)
     return WebhookReceived(received=len(observations), effects=effects)
 
 

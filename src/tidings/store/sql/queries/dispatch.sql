@@ -92,6 +92,23 @@ DO UPDATE SET enabled = EXCLUDED.enabled, updated_at = EXCLUDED.updated_at,
 SELECT kind, channel, country, enabled, updated_at, updated_by FROM controls
 WHERE tenant_id = %(tenant_id)s ORDER BY kind, channel, country;
 
+-- name: provider_ids_recording
+-- A worker about to record the provider ids its calls got: shared, so
+-- recording workers never wait on each other, only on a receipt that holds
+-- one of these ids' buckets while it looks for their attempts.
+SELECT pg_advisory_xact_lock_shared(k)
+FROM (SELECT DISTINCT hashtextextended(p || ' ' || m, 11) %% 128 AS k
+      FROM unnest(%(providers)s::text[], %(ids)s::text[]) AS u(p, m)
+      ORDER BY k) AS buckets;
+
+-- name: provider_ids_unseen
+-- A receipt naming provider ids no attempt shows yet: waits for the record
+-- that may be writing them, then looks again (see dispatch/observe.py, apply_received).
+SELECT pg_advisory_xact_lock(k)
+FROM (SELECT DISTINCT hashtextextended(p || ' ' || m, 11) %% 128 AS k
+      FROM unnest(%(providers)s::text[], %(ids)s::text[]) AS u(p, m)
+      ORDER BY k) AS buckets;
+
 -- name: unmatched_for
 -- Observations that arrived before we knew the provider's id for them
 -- (a webhook racing the send's own commit), waiting to be matched.
