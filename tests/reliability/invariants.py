@@ -250,6 +250,22 @@ def counts_derivable_from_rows(s: Snapshot) -> list[str]:
     return found
 
 
+def _named(observation: dict[str, Any]) -> str:
+    """The ids a stored receipt names, for the report of a doubled one."""
+    raw = observation.get("raw") or {}
+    named = {k: v for k, v in raw.items() if k not in ("status", "code", "occurred_at")}
+    return f"{observation.get('provider_message_id')} {named}"
+
+
+def _attempts_of(s: Snapshot, dedupe_key: str) -> list[str]:
+    intents = {o.get("intent_id") for o in s.observations if o["dedupe_key"] == dedupe_key}
+    return [
+        f"{a['attempt_key']} {a['provider_message_id']} {a['state']} marked {a['call_started_at']}"
+        for a in s.attempts
+        if a["intent_id"] in intents
+    ]
+
+
 def no_observation_lost(s: Snapshot) -> list[str]:
     """Every receipt the API acknowledged is stored, exactly once."""
     stored = Counter(o["dedupe_key"] for o in s.observations)
@@ -257,9 +273,11 @@ def no_observation_lost(s: Snapshot) -> list[str]:
     for o in s.observations:
         rows[o["dedupe_key"]].append(
             f"{o.get('tenant_id')!r}/{o.get('intent_id')}/{o.get('source')}/{o.get('effect')}"
+            f" at {o.get('received_at')} naming {_named(o)}"
         )
     found = [
-        f"observation {key} stored {n} times: {', '.join(rows[key])}"
+        f"observation {key} stored {n} times: {', '.join(rows[key])}; attempts then: "
+        + "; ".join(_attempts_of(s, key))
         for key, n in stored.items()
         if n > 1
     ]

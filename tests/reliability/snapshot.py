@@ -55,7 +55,9 @@ def take(
             " input->>'attempt' AS attempt FROM transitions",
         )
         observations = _rows(
-            conn, "SELECT tenant_id, dedupe_key, source, intent_id, effect FROM observations"
+            conn,
+            "SELECT tenant_id, dedupe_key, source, intent_id, effect, provider_message_id,"
+            " received_at, raw FROM observations",
         )
         conn.rollback()
     return Snapshot(
