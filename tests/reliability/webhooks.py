@@ -21,8 +21,11 @@ from typing import Any
 
 import httpx
 
-# Only the headers the signature and the body need; hop-by-hop ones stay here.
-FORWARDED = ("content-type", "x-simulator-signature")
+# Only the headers the receiver reads: the signature, the body's type and the
+# profile that speaks (without it every receipt read as the ideal profile's,
+# and a real profile's references and vocabulary went untested); hop-by-hop
+# ones stay here.
+FORWARDED = ("content-type", "x-simulator-signature", "x-simulator-profile")
 MAX_CAPTURES = 20_000
 # The API refuses signatures older than this (the adapter's tolerance).
 SIGNATURE_TOLERANCE_S = 300.0
