@@ -325,6 +325,11 @@ CREATE TABLE opt_outs (
     destination_hash  text        NOT NULL,
     source            text        NOT NULL,
     created_at        timestamptz NOT NULL,
+    -- What a provider said, when a receipt wrote the row (0020).
+    provider          text,
+    intent_id         uuid,
+    attempt_n         integer,
+    raw_status        text CHECK (length(raw_status) <= 200),
     PRIMARY KEY (tenant_id, channel, destination_hash)
 );
 
@@ -335,6 +340,10 @@ CREATE TABLE suppressions (
     reason            text        NOT NULL
                           CHECK (reason IN ('hard_bounce', 'complaint', 'operator', 'invalid')),
     created_at        timestamptz NOT NULL,
+    provider          text,
+    intent_id         uuid,
+    attempt_n         integer,
+    raw_status        text CHECK (length(raw_status) <= 200),
     PRIMARY KEY (tenant_id, channel, destination_hash)
 );
 
