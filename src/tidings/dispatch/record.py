@@ -251,6 +251,11 @@ def _deferred(
 ) -> IntentOutcome:
     _settle(conn, claimed, AttemptState.FAILED, result.code.value, now)
     intent = claimed.intent
+    failures = ledger.provider_retries(conn, intent.tenant_id, intent.id) + 1
+    if claimed.policy.retry.exhausted(failures):
+        ended = {"code": result.code.value, "failures": failures, "http_status": result.http_status}
+        move = ledger.Move(decision_code=result.code.value)
+        return _move(conn, claimed, Event.RETRIES_EXHAUSTED, now, move, ended)
     remaining = (intent.expires_at - now).total_seconds() if intent.expires_at else None
     delay = retry_delay(result.retry_after_seconds, claimed.policy.retry, claimed.n, rng, remaining)
     if delay is None:  # no useful validity left: the deadline sweep expires it
@@ -262,6 +267,7 @@ def _deferred(
         "code": result.code.value,
         "retry_after": result.retry_after_seconds,
         "delay": round(delay, 3),
+        "failures": failures,
     }
     return _move(conn, claimed, Event.PROVIDER_DEFERRED, now, move, detail)
 

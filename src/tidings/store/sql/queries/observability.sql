@@ -420,3 +420,48 @@ FROM observations o
 JOIN attempts a ON a.tenant_id = o.tenant_id AND a.intent_id = o.intent_id AND a.n = o.attempt_n
 WHERE o.tenant_id = %(tenant_id)s AND o.source IN ('poll', 'lookup', 'webhook')
 GROUP BY a.channel;
+
+-- name: alert_retrying
+-- Unsent intents whose last answer was a retryable provider failure and
+-- that have had at least %(threshold)s of them (provider_deferred moves in
+-- their audit), per tenant and channel. Only intents whose decision code
+-- is a provider's are joined to their transitions: a large job waiting on
+-- its own rate limits never is.
+WITH r AS (
+    SELECT i.tenant_id, i.channel, i.id, i.decision_code, i.event_class,
+           count(*) AS failures
+    FROM intents i
+    JOIN transitions t ON t.tenant_id = i.tenant_id AND t.intent_id = i.id
+                      AND t.event = 'provider_deferred'
+    WHERE i.state IN ('pending', 'resend_due') AND i.decision_code = ANY(%(codes)s::text[])
+    GROUP BY i.tenant_id, i.channel, i.id, i.decision_code, i.event_class
+    HAVING count(*) >= %(threshold)s
+)
+SELECT tenant_id, channel, count(*) AS intents, max(failures) AS max_failures,
+       (array_agg(id ORDER BY failures DESC, id))[1] AS worst_id,
+       (array_agg(DISTINCT decision_code))[1:10] AS codes,
+       (array_agg(DISTINCT event_class))[1:10] AS event_classes
+FROM r GROUP BY tenant_id, channel;
+
+-- name: alert_pending_too_long
+-- Unsent intents older than their policy version allows (retry.
+-- max_pending_seconds, or %(default_seconds)s), counted from creation or
+-- from not_before when that is later, per tenant and channel.
+WITH p AS (
+    SELECT i.tenant_id, i.channel, i.id, i.event_class, i.decision_code,
+           greatest(i.created_at, coalesce(i.not_before, i.created_at)) AS since,
+           coalesce((pol.document -> 'retry' ->> 'max_pending_seconds')::float8,
+                    %(default_seconds)s) AS allowed_seconds
+    FROM intents i
+    LEFT JOIN policies pol ON pol.tenant_id = i.tenant_id AND pol.version = i.policy_version
+    WHERE i.state IN ('pending', 'resend_due')
+)
+SELECT tenant_id, channel, count(*) AS intents, min(since) AS oldest_at,
+       (array_agg(id ORDER BY since, id))[1] AS oldest_id,
+       min(allowed_seconds) AS allowed_seconds,
+       (array_agg(DISTINCT decision_code) FILTER (WHERE decision_code IS NOT NULL))[1:10]
+           AS codes,
+       (array_agg(DISTINCT event_class))[1:10] AS event_classes
+FROM p
+WHERE since + make_interval(secs => allowed_seconds) <= %(now)s
+GROUP BY tenant_id, channel;
