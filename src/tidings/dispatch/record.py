@@ -195,13 +195,18 @@ def record_limit_deferred(
 
 
 def record_released(
-    conn: Conn, claimed: Claimed, now: datetime, *, code: str = "WORKER_STOPPED"
+    conn: Conn,
+    claimed: Claimed,
+    now: datetime,
+    *,
+    code: str = "WORKER_STOPPED",
+    due_at: datetime | None = None,
 ) -> IntentOutcome:
     """A claim let go before its call started: by a stopping worker, or by
-    one that found a kill switch covering it or its deadline passed. Due
-    again, nothing sent."""
+    one that found a kill switch covering it, its deadline passed or its
+    provider account paused. Due again (at `due_at`, else now), nothing sent."""
     _settle(conn, claimed, AttemptState.FAILED, code, now)
-    move = ledger.Move(next_due_at=now, decision_code=code)
+    move = ledger.Move(next_due_at=due_at or now, decision_code=code)
     return _move(conn, claimed, Event.RELEASED, now, move, {"code": code})
 
 

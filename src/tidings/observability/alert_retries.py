@@ -1,5 +1,6 @@
-"""Alerts for intents that do not get sent: retried again and again, or
-waiting longer than their policy allows.
+"""Alerts for intents that do not get sent: retried again and again, held
+back by a paused provider account, or waiting longer than their policy
+allows.
 
 Neither kind is "due and unclaimed" (a deferred intent is due later) nor
 "unreconciled" (nothing was accepted), so the other conditions never see
@@ -32,7 +33,37 @@ def evaluate_retries(conn: Conn, now: datetime, config: AlertConfig) -> list[Ale
         "alert_pending_too_long",
         {"now": now, "default_seconds": DEFAULT_MAX_PENDING_SECONDS},
     )
-    return [*_retrying(retrying, config), *_pending(stale, now)]
+    paused = fetch_all(conn, "alert_provider_paused", {"now": now})
+    return [*_retrying(retrying, config), *_paused(paused, now), *_pending(stale, now)]
+
+
+def _paused(rows: list[Row], now: datetime) -> Iterator[Alert]:
+    for row in rows:
+        left = max(0.0, (row["paused_until"] - now).total_seconds())
+        action = (
+            f"{row['account']} said back off ({row['code']}, {row['failures']} answer(s) in a "
+            "row): every worker waits for it, other accounts go on. Check the provider's "
+            "status page and your account's rate limits; the pause ends by itself at "
+            f"{row['paused_until'].isoformat()}. Run `tidings timeline {row['sample_id']}`."
+        )
+        yield Alert(
+            row["tenant_id"],
+            f"provider_paused:{row['account']}",
+            "provider_paused",
+            "warning",
+            f"{row['account']} paused for {duration_text(left)} after {row['code']}: "
+            f"{row['intents']} {row['channel']} intent(s) wait",
+            {
+                "provider": row["account"],
+                "channel": row["channel"],
+                "code": row["code"],
+                "failures": row["failures"],
+                "paused_until": row["paused_until"].isoformat(),
+                "affected_intents": row["intents"],
+                "sample_intent_id": str(row["sample_id"]),
+                "action": action,
+            },
+        )
 
 
 def _retrying(rows: list[Row], config: AlertConfig) -> Iterator[Alert]:

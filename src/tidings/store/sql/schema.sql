@@ -588,3 +588,13 @@ CREATE TABLE audience_upload_members (
     CHECK ((phone_hash IS NULL) = (phone_ciphertext IS NULL)),
     CHECK ((email_hash IS NULL) = (email_ciphertext IS NULL))
 );
+
+-- Provider accounts that said "back off", paused for every worker (0021).
+-- A reference table: an account carries every tenant's messages.
+CREATE TABLE provider_pauses (
+    account       text        PRIMARY KEY,
+    paused_until  timestamptz NOT NULL,
+    failures      integer     NOT NULL DEFAULT 0,
+    code          text        NOT NULL,
+    updated_at    timestamptz NOT NULL
+);

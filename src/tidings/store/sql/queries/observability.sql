@@ -479,3 +479,15 @@ SELECT tenant_id, channel, count(*) AS intents, min(since) AS oldest_at,
 FROM p
 WHERE since + make_interval(secs => allowed_seconds) <= %(now)s
 GROUP BY tenant_id, channel;
+
+-- name: alert_provider_paused
+-- Paused provider accounts, per tenant whose unsent intents last tried
+-- that account: the pause holds them back. Reached from the unsent intents
+-- (few while healthy) through each one's current attempt.
+SELECT i.tenant_id, p.account, p.paused_until, p.failures, p.code, i.channel,
+       count(*) AS intents, (array_agg(i.id ORDER BY i.id))[1] AS sample_id
+FROM intents i
+JOIN attempts a ON a.tenant_id = i.tenant_id AND a.intent_id = i.id AND a.n = i.attempt_count
+JOIN provider_pauses p ON p.account = a.provider
+WHERE i.state IN ('pending', 'resend_due') AND p.paused_until > %(now)s
+GROUP BY i.tenant_id, p.account, p.paused_until, p.failures, p.code, i.channel;
