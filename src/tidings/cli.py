@@ -47,6 +47,31 @@ DatabaseWait = Annotated[
     ),
 ]
 
+LogFormat = Annotated[
+    str,
+    typer.Option(
+        help="json (one redacted JSON object a line, for a log pipeline) or console"
+        " (readable lines); TIDINGS_LOG_FORMAT"
+    ),
+]
+LogLevel = Annotated[str, typer.Option(help="debug, info, warning or error (TIDINGS_LOG_LEVEL)")]
+
+
+def _configure_logs(log_format: str | None, log_level: str | None) -> None:
+    """The redacting structured logging, for every long-running command: each
+    line carries the context bound where it happened (tenant, intent id,
+    correlation id, attempt, provider), never a destination, body or token."""
+    from tidings.observability.logging import configure_logging
+
+    fmt = (log_format or os.environ.get("TIDINGS_LOG_FORMAT") or "json").lower()
+    level = (log_level or os.environ.get("TIDINGS_LOG_LEVEL") or "info").upper()
+    if fmt not in ("json", "console"):
+        raise typer.BadParameter("use json or console", param_hint="--log-format")
+    try:
+        configure_logging(level, json=fmt == "json")
+    except ValueError:
+        raise typer.BadParameter(f"unknown level {level!r}", param_hint="--log-level") from None
+
 
 def _tidings(tenant: str | None = None, url: str | None = None) -> Tidings:
     from tidings.client import Tidings
@@ -100,8 +125,11 @@ def worker(
         int | None, typer.Option(help="serve this worker's provider-call metrics here")
     ] = None,
     database_wait_seconds: DatabaseWait = None,
+    log_format: LogFormat = "",
+    log_level: LogLevel = "",
 ) -> None:
     """Claim due intents, send them, reconcile and sweep, until SIGTERM."""
+    _configure_logs(log_format, log_level)
     from tidings.dispatch.minting import minters_from_env
     from tidings.dispatch.runner import Worker
     from tidings.dispatch.steps import WorkerConfig
@@ -191,8 +219,11 @@ def serve(
         str, typer.Option(help="address the metrics port listens on (keep it internal)")
     ] = "127.0.0.1",
     database_wait_seconds: DatabaseWait = None,
+    log_format: LogFormat = "",
+    log_level: LogLevel = "",
 ) -> None:
     """Serve the HTTP API (and the console at /console)."""
+    _configure_logs(log_format, log_level)
     from tidings.api.serve import serve as run_api
     from tidings.providers.routing import adapters_from_settings, by_name
 

@@ -30,6 +30,8 @@ def test_the_demo_completes_and_its_logs_hold_no_destination(db_url: str, tmp_pa
     out = done.stdout
     assert "canceled 1, delivered 1, expired 1" in out
     assert "delivered 14, failed 1" in out
+    assert "ALLOWED 14, BOUNCED 1" in out  # the hard bounce, reported by its receipt
+    assert "suppressions caused by receipts: hard_bounce 1 (simulator)" in out
     assert "delivered 28, no_permitted_channel 2" in out
     assert "found in the database or logs: 0" in out
     assert "sending -> canceled" in out
@@ -42,4 +44,7 @@ def test_the_demo_runs_again_in_the_same_home(db_url: str, tmp_path: Path) -> No
     assert run_demo(db_url, tmp_path).returncode == 0
     second = run_demo(db_url, tmp_path)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    assert "delivered 14, failed 1" in second.stdout
+    # The first run's hard-bounce receipt suppressed that address: the next
+    # report job excludes it (BOUNCED) instead of mailing it again.
+    assert "delivered 14, no_permitted_channel 1" in second.stdout
+    assert "ALLOWED 14, BOUNCED 1" in second.stdout

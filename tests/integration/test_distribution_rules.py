@@ -22,6 +22,9 @@ REFERENCE_TABLES = {
     # runs it this interval, for all tenants at once. A tenant key would
     # mean one round per tenant, each scanning the whole ledger.
     "alert_rounds",
+    # One row per provider account that said "back off": the account is the
+    # deployment's, shared by every tenant, and every claim reads its row.
+    "provider_pauses",
 }
 # Bookkeeping of the migration runner, created on the coordinator only.
 LOCAL_TABLES = {"schema_migrations"}

@@ -149,6 +149,7 @@ def test_status_progresses_with_the_simulated_clock() -> None:
         ("+15550000001", "sms", "undelivered", "UNREACHABLE"),
         ("+15550000002", "sms", "failed", "CARRIER_FILTERED"),
         ("bounce+7@example.test", "email", "undelivered", "BOUNCED"),
+        ("hardbounce+7@example.test", "email", "failed", "BOUNCED"),
         ("fail@example.test", "email", "failed", "CONTENT_REJECTED"),
     ],
 )

@@ -22,6 +22,7 @@ from tidings.dispatch.steps import WorkerConfig
 from tidings.domain.states import TERMINAL_INTENT
 from tidings.observability.logging import configure_logging
 from tidings.private_files import make_private_dir, open_private_append
+from tidings.store import contacts
 from tidings.store.database import fetch_all
 
 DETAIL_KEYS = ("code", "n", "provider_message_id", "raw_status", "effect", "version")
@@ -154,9 +155,18 @@ def _summary(console: Console, stack: DevStack, played: list[Scenario]) -> None:
             s.name, _fmt(_states(stack, s)), _fmt(_codes(stack, s)), str(sends), str(dupes)
         )
     console.print(table)
+    _receipt_blocks(console, stack)
     for s in played:
         for note in s.notes:
             console.print(f"[dim]{s.name}: {note}[/]")
+
+
+def _receipt_blocks(console: Console, stack: DevStack) -> None:
+    """What the providers' receipts taught: addresses no later send reaches."""
+    with stack.tidings.db.transaction() as conn:
+        rows = contacts.receipt_blocks(conn, stack.tidings.tenant)
+    found = ", ".join(f"{r['kind']} {r['count']} ({r['provider']})" for r in rows) or "none"
+    console.print(f"suppressions caused by receipts: {found}")
 
 
 def _attempt_keys(stack: DevStack, s: Scenario) -> set[str]:

@@ -122,7 +122,8 @@ def _race(stack: DevStack, intent: Intent) -> None:
 
 def report(stack: DevStack, key: str, home: Path) -> Scenario:
     """R002 (docs/requirements.md): a generated report mailed to a list, an
-    SMS notice for high-priority readers, and one address that bounces."""
+    SMS notice for high-priority readers, and one address that hard-bounces:
+    its receipt suppresses the address for every later send."""
     t = stack.tidings
     s = Scenario("report to a list", "report:8421:")
     # Each run generates the report anew: a new revision, so a new notification.
@@ -142,7 +143,7 @@ def report(stack: DevStack, key: str, home: Path) -> Scenario:
         {"ref": f"reader-{i}", "email": f"reader{i}@example.com", "preferences": ["email"]}
         for i in range(12)
     ]
-    readers[4]["email"] = "bounce+reader4@example.com"
+    readers[4]["email"] = "hardbounce+reader4@example.com"
     for vip in (0, 1, 2):
         readers[vip].update(phone=f"+1415555021{vip}", preferences=["email", "sms"])
     request = {

@@ -24,7 +24,7 @@ from tidings.domain.keys import attempt_key
 from tidings.domain.policy import limit_decision
 from tidings.domain.policy_document import Policy
 from tidings.observability.process_metrics import record_rate_limit_wait
-from tidings.store import attempts, ledger
+from tidings.store import attempts, ledger, provider_pauses
 from tidings.store.attempts import AttemptRef
 from tidings.store.database import fetch_all
 
@@ -62,6 +62,8 @@ def claim_batch(
 ) -> list[Claimed]:
     """Claim the due batch; or, with `only` (tenant, id), that one intent if
     it is due (dispatch/quarantine.py claims an unreadable batch so)."""
+    if provider_pauses.paused_until(conn, request.provider, now) is not None:
+        return []  # the provider said "back off": every worker waits (dispatch/backoff.py)
     params: dict[str, Any] = {"channel": request.channel, "now": now, "limit": request.limit}
     if only is None:
         rows = fetch_all(conn, "claim_due", params)

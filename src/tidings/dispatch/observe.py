@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 
+from tidings.dispatch.feedback import learn
 from tidings.domain.attempts import STILL_OPEN
 from tidings.domain.errors import StaleTransition
 from tidings.domain.intent import Attempt, Intent
@@ -115,7 +116,10 @@ def apply_observation(
     stored = fetch_one(conn, "record_observation", _row(obs, attempt, tenant, source, now))
     if stored is None:
         return "duplicate"
-    effect = _apply(conn, attempt, obs, now) if attempt else "unmatched"
+    effect = "unmatched"
+    if attempt:
+        effect = _apply(conn, attempt, obs, now)
+        learn(conn, attempt, obs, now)
     log.info(
         "observation applied",
         extra={
@@ -142,6 +146,7 @@ def rematch(conn: Conn, provider: str, provider_message_id: str, now: datetime) 
         if attempt is None:
             continue
         effect = _apply(conn, attempt, obs, now)
+        learn(conn, attempt, obs, now)
         execute(
             conn,
             "observation_matched",

@@ -196,13 +196,18 @@ def record_limit_deferred(
 
 
 def record_released(
-    conn: Conn, claimed: Claimed, now: datetime, *, code: str = "WORKER_STOPPED"
+    conn: Conn,
+    claimed: Claimed,
+    now: datetime,
+    *,
+    code: str = "WORKER_STOPPED",
+    due_at: datetime | None = None,
 ) -> IntentOutcome:
     """A claim let go before its call started: by a stopping worker, or by
-    one that found a kill switch covering it or its deadline passed. Due
-    again, nothing sent."""
+    one that found a kill switch covering it, its deadline passed or its
+    provider account paused. Due again (at `due_at`, else now), nothing sent."""
     _settle(conn, claimed, AttemptState.FAILED, code, now)
-    move = ledger.Move(next_due_at=now, decision_code=code)
+    move = ledger.Move(next_due_at=due_at or now, decision_code=code)
     return _move(conn, claimed, Event.RELEASED, now, move, {"code": code})
 
 
@@ -252,6 +257,11 @@ def _deferred(
 ) -> IntentOutcome:
     _settle(conn, claimed, AttemptState.FAILED, result.code.value, now)
     intent = claimed.intent
+    failures = ledger.provider_retries(conn, intent.tenant_id, intent.id) + 1
+    if claimed.policy.retry.exhausted(failures):
+        ended = {"code": result.code.value, "failures": failures, "http_status": result.http_status}
+        move = ledger.Move(decision_code=result.code.value)
+        return _move(conn, claimed, Event.RETRIES_EXHAUSTED, now, move, ended)
     remaining = (intent.expires_at - now).total_seconds() if intent.expires_at else None
     delay = retry_delay(result.retry_after_seconds, claimed.policy.retry, claimed.n, rng, remaining)
     if delay is None:  # no useful validity left: the deadline sweep expires it
@@ -263,6 +273,7 @@ def _deferred(
         "code": result.code.value,
         "retry_after": result.retry_after_seconds,
         "delay": round(delay, 3),
+        "failures": failures,
     }
     return _move(conn, claimed, Event.PROVIDER_DEFERRED, now, move, detail)
 

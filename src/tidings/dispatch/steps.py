@@ -17,13 +17,14 @@ import time
 from collections.abc import Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 
 from tidings.dispatch import faults
 from tidings.dispatch.allowance import consume, spend_keys
+from tidings.dispatch.backoff import note_answers
 from tidings.dispatch.call_start import CallStarts, Verdict
 from tidings.dispatch.claim import Claimed, ClaimRequest, claim_batch
 from tidings.dispatch.event_push import EventPusher
@@ -113,6 +114,9 @@ class WorkerSteps:
             for channel in self.adapters
         }
         self._inflight: set[Any] = set()
+        # Accounts this worker saw pause (the table holds them for everyone):
+        # its calls already claimed for one are handed back, not made.
+        self._paused: dict[str, datetime] = {}
         self._inflight_lock = threading.Lock()
         self._starts: CallStarts[Claimed] = CallStarts(self._mark_started, lambda c: c.intent.id)
         self.alerts = AlertSweeper(runtime)
@@ -199,7 +203,12 @@ class WorkerSteps:
         for attempt in range(1, RECORD_TRIES + 1):
             try:
                 with self.runtime.db.transaction() as conn:
-                    return record_results(conn, answers, self.runtime.clock.now(), self.rng)
+                    now = self.runtime.clock.now()
+                    outcomes = record_results(conn, answers, now, self.rng)
+                    paused = note_answers(conn, answers, now, self.rng)
+                with self._inflight_lock:
+                    self._paused.update(paused)
+                return outcomes
             except psycopg.errors.TransactionRollback as exc:
                 if attempt == RECORD_TRIES:
                     raise
@@ -255,6 +264,10 @@ class WorkerSteps:
                 if not room.allowed:
                     self._release([claimed])
                     return outcome
+        paused_until = self._paused_until(claimed.provider)
+        if paused_until is not None:  # before the call-started mark: no call is made
+            del message
+            return self._hand_back_paused(claimed, paused_until)
         expires_at = claimed.intent.expires_at
         if expires_at is not None and self.runtime.clock.now() >= expires_at:
             verdict = Verdict.EXPIRED  # while it waited for its call
@@ -268,7 +281,8 @@ class WorkerSteps:
         log.info("provider call")
         started = time.monotonic()
         result = call_provider(adapter, message, claimed.attempt_key)
-        self._windows[claimed.intent.channel].observe(time.monotonic() - started)
+        if not isinstance(result, Retryable):  # a fast 429 must not widen the window
+            self._windows[claimed.intent.channel].observe(time.monotonic() - started)
         log.info(
             "provider answered",
             extra={
@@ -280,6 +294,21 @@ class WorkerSteps:
         del message  # the rendered body and destination go no further
         faults.point("after_send_before_record")
         return Sent(claimed, result, segments, encoding)
+
+    def _paused_until(self, account: str) -> datetime | None:
+        with self._inflight_lock:
+            until = self._paused.get(account)
+        return until if until is not None and self.runtime.clock.now() < until else None
+
+    def _hand_back_paused(self, claimed: Claimed, until: datetime) -> IntentOutcome:
+        """Claimed before its account paused: due again when the pause ends."""
+        try:
+            with self.runtime.db.transaction() as conn:
+                return record_released(
+                    conn, claimed, self.runtime.clock.now(), code="PROVIDER_PAUSED", due_at=until
+                )
+        finally:
+            self._release([claimed])
 
     def _mark_started(self, claims: Sequence[Claimed]) -> dict[Hashable, Verdict]:
         marks = [

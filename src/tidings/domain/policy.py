@@ -38,6 +38,10 @@ CHANNEL_DISABLED: Final = "CHANNEL_DISABLED"
 COUNTRY_DISABLED: Final = "COUNTRY_DISABLED"
 SUPPRESSED: Final = "SUPPRESSED"
 OPTED_OUT: Final = "OPTED_OUT"
+# A destination suppressed by a provider's complaint or hard-bounce receipt.
+COMPLAINED: Final = "COMPLAINED"
+BOUNCED: Final = "BOUNCED"
+_SUPPRESSION_CODES: Final = {"complaint": COMPLAINED, "hard_bounce": BOUNCED}
 CONSENT_MISSING: Final = "CONSENT_MISSING"
 EXPIRED: Final = "EXPIRED"
 QUIET_WINDOW: Final = "QUIET_WINDOW"
@@ -177,7 +181,10 @@ def _channel_country(policy: Policy, request: PolicyRequest) -> Decision | None:
 
 
 def _suppression(policy: Policy, request: PolicyRequest) -> Decision | None:
-    return _deny(policy, SUPPRESSED, request.suppression_reason) if request.suppressed else None
+    if not request.suppressed:
+        return None
+    code = _SUPPRESSION_CODES.get(request.suppression_reason or "", SUPPRESSED)
+    return _deny(policy, code, request.suppression_reason)
 
 
 def _opt_out(policy: Policy, request: PolicyRequest) -> Decision | None:

@@ -130,7 +130,7 @@ def parse_policy(doc: Mapping[str, Any]) -> Policy:
             PollSchedule, "poll_schedule", _numbers(d["poll_schedule"], "poll_schedule", _POLL)
         ),
         retention=_build(Retention, "retention", _retention(d["retention"])),
-        retry=_build(RetryConfig, "retry", _numbers(d["retry"], "retry", _RETRY)),
+        retry=_build(RetryConfig, "retry", _retry(d["retry"])),
         send_windows=_send_windows(d.get("send_windows", {})),
         frequency_caps=_caps(d.get("frequency_caps", [])),
         rate_limits=tuple(_rate_limit(r, f"rate_limits[{i}]") for i, r in _items(d, "rate_limits")),
@@ -358,6 +358,7 @@ _POLL: Final = (
     "give_up_after_seconds",
 )
 _RETRY: Final = ("base_seconds", "max_seconds", "jitter")
+_RETRY_OPTIONAL: Final = ("max_failures", "max_pending_seconds")
 _RETENTION: Final = (
     "recipient_evidence_days",
     "attempt_evidence_days",
@@ -371,6 +372,18 @@ def _numbers(value: Any, where: str, keys: tuple[str, ...]) -> dict[str, Any]:
     parsed: dict[str, Any] = {k: _number(doc[k], f"{where}.{k}") for k in keys}
     if "max_checks" in parsed:
         parsed["max_checks"] = _int(doc["max_checks"], f"{where}.max_checks", 1)
+    return parsed
+
+
+def _retry(value: Any) -> dict[str, Any]:
+    doc = _fields(value, "retry", frozenset(_RETRY), frozenset(_RETRY_OPTIONAL))
+    parsed: dict[str, Any] = {k: _number(doc[k], f"retry.{k}") for k in _RETRY}
+    if "max_failures" in doc:
+        parsed["max_failures"] = _int(doc["max_failures"], "retry.max_failures", 1)
+    if "max_pending_seconds" in doc:
+        parsed["max_pending_seconds"] = _number(
+            doc["max_pending_seconds"], "retry.max_pending_seconds"
+        )
     return parsed
 
 

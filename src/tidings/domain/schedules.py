@@ -52,16 +52,34 @@ class PollSchedule:
         _require(self.give_up_after_seconds > 0, "give_up_after_seconds must be > 0")
 
 
+# Retryable provider failures (429, 5xx before processing, a misconfigured
+# adapter, a report file that cannot be loaded) one intent may have before it
+# ends `failed`: without a cap, an intent without a deadline retried forever.
+DEFAULT_MAX_FAILURES = 10
+# How long an intent may wait unsent (from creation, or from `not_before`)
+# before the `pending_too_long` alert fires for it: long enough for a large
+# job paced by its rate limits, short enough to notice one stuck for good.
+DEFAULT_MAX_PENDING_SECONDS = 21600.0
+
+
 @dataclass(frozen=True)
 class RetryConfig:
     base_seconds: float
     max_seconds: float
     jitter: float
+    max_failures: int = DEFAULT_MAX_FAILURES
+    max_pending_seconds: float = DEFAULT_MAX_PENDING_SECONDS
 
     def __post_init__(self) -> None:
         _require(self.base_seconds > 0, "base_seconds must be > 0")
         _require(self.max_seconds >= self.base_seconds, "max_seconds must be >= base_seconds")
         _require(0 <= self.jitter <= 1, "jitter must be within 0..1")
+        _require(self.max_failures >= 1, "max_failures must be >= 1")
+        _require(self.max_pending_seconds > 0, "max_pending_seconds must be > 0")
+
+    def exhausted(self, failures: int) -> bool:
+        """True when `failures` retryable failures are all this intent may have."""
+        return failures >= self.max_failures
 
 
 def _require(ok: bool, message: str) -> None:

@@ -31,6 +31,7 @@ class Event(StrEnum):
     DEFER = "defer"
     PROVIDER_ACCEPTED = "provider_accepted"
     PROVIDER_DEFERRED = "provider_deferred"
+    RETRIES_EXHAUSTED = "retries_exhausted"
     PROVIDER_REJECTED = "provider_rejected"
     PREPARE_FAILED = "prepare_failed"
     LIMIT_DEFERRED = "limit_deferred"
@@ -88,6 +89,13 @@ RULES: tuple[Rule, ...] = (
         Event.PROVIDER_DEFERRED,
         S.PENDING,
         "provider did not process it (429, refused): retry after its time",
+    ),
+    _rule(
+        {S.SENDING},
+        Event.RETRIES_EXHAUSTED,
+        S.FAILED,
+        "a retryable failure (429, refused, misconfigured) past the policy's "
+        "retry.max_failures: end with its code instead of retrying forever",
     ),
     _rule({S.SENDING}, Event.PROVIDER_REJECTED, S.FAILED, "record the permanent rejection code"),
     _rule(
@@ -275,7 +283,7 @@ def states_document() -> str:
         "| Attempt state | Rank |\n|---|---|\n"
         f"{ranks}\n\n"
         "## Between the claim and the call\n\n"
-        "A worker calls the provider only after its durable \"call started\" mark\n"
+        'A worker calls the provider only after its durable "call started" mark\n'
         "has committed (`attempts.call_started_at`, written for a group of calls\n"
         "in one statement right before they go out). The same statement is the\n"
         "last read of the claim: it marks a call only while the intent is still\n"

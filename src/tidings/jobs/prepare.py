@@ -65,7 +65,8 @@ INTENT_COLUMNS = (
 
 @dataclass(frozen=True)
 class PageFacts:
-    blocks: Mapping[tuple[str, str], str]  # (channel, destination hash) -> code
+    # (channel, destination hash) -> (opted out, suppression reason or None)
+    blocks: Mapping[tuple[str, str], tuple[bool, str | None]]
     consents: Mapping[tuple[str, str], list[ConsentEvidence]]  # (ref, channel)
 
 
@@ -128,10 +129,14 @@ def prepare_page(conn: Conn, job: Mapping[str, Any], after: int, now: datetime) 
 
 def _page_facts(conn: Conn, tenant: str, rows: list[dict[str, Any]]) -> PageFacts:
     hashes = sorted({h for r in rows for h in (r["phone_hash"], r["email_hash"]) if h})
-    blocks: dict[tuple[str, str], str] = {}
+    blocks: dict[tuple[str, str], tuple[bool, str | None]] = {}
     for b in fetch_all(conn, "blocks_for_page", {"tenant_id": tenant, "hashes": hashes}):
-        code = "OPTED_OUT" if b["kind"] == "opt_out" else "SUPPRESSED"
-        blocks.setdefault((b["channel"], b["destination_hash"]), code)
+        where = (b["channel"], b["destination_hash"])
+        opted_out, reason = blocks.get(where, (False, None))
+        if b["kind"] == "opt_out":
+            blocks[where] = (True, reason)
+        else:
+            blocks[where] = (opted_out, b["reason"])
     consents: dict[tuple[str, str], list[ConsentEvidence]] = defaultdict(list)
     refs = [r["recipient_ref"] for r in rows]
     for c in fetch_all(conn, "consents_for_refs", {"tenant_id": tenant, "refs": refs}):
@@ -163,7 +168,7 @@ def _channel_facts(
     destination = row["phone_hash"] if channel == "sms" else row["email_hash"]
     if destination is None:
         return ChannelFacts(channel, False, None)
-    block = facts.blocks.get((channel, destination))
+    opted_out, suppression = facts.blocks.get((channel, destination), (False, None))
     request = PolicyRequest(
         channel=channel,
         purpose=job["purpose"],
@@ -171,8 +176,9 @@ def _channel_facts(
         country=row["phone_country"] if channel == "sms" else row["email_country"],
         timezone=row["timezone"],
         consents=tuple(facts.consents.get((row["recipient_ref"], channel), ())),
-        opted_out=block == "OPTED_OUT",
-        suppressed=block == "SUPPRESSED",
+        opted_out=opted_out,
+        suppressed=suppression is not None,
+        suppression_reason=suppression,
         now=now,
         expires_at=job["expires_at"],
         recent_sends=_no_usage(policy, channel, job["purpose"], now),

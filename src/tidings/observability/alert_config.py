@@ -53,6 +53,9 @@ class AlertConfig:
     # A round of deliveries runs in the worker's maintenance loop, next to
     # lease heartbeats; it stops well inside the default 30 s lease.
     delivery_budget_seconds: float = 10.0
+    # An unsent intent retried this many times after retryable provider
+    # failures opens `provider_retrying` (it ends at retry.max_failures).
+    retry_warn_failures: int = 3
 
     def objective_for(self, event_class: str, channel: str) -> Objective:
         return (
@@ -91,6 +94,7 @@ class AlertConfig:
             webhook_secret=e.get("TIDINGS_ALERT_WEBHOOK_SECRET") or None,
             webhook_timeout_seconds=num("WEBHOOK_TIMEOUT_SECONDS", base.webhook_timeout_seconds),
             webhook_attempts=int(num("WEBHOOK_ATTEMPTS", base.webhook_attempts)),
+            retry_warn_failures=int(num("RETRY_WARN_FAILURES", base.retry_warn_failures)),
         )
 
 

@@ -14,6 +14,13 @@ batch finishing:
 * ``quarantined``: a worker quarantined intents of the tenant it could not
   decode or render (dispatch/quarantine.py) within the quarantine window.
   A warning: the rest went on, but someone wrote around the checks.
+* ``retrying:<channel>`` (condition ``provider_retrying``): unsent intents
+  retried after retryable provider failures (429, 5xx, a misconfigured
+  adapter, a report that cannot be loaded) at least
+  ``TIDINGS_ALERT_RETRY_WARN_FAILURES`` times; each ends ``failed`` at its
+  policy's ``retry.max_failures`` (alert_retries.py). A warning;
+* ``pending_too_long:<channel>``: unsent intents older than their policy's
+  ``retry.max_pending_seconds``. A warning;
 * ``delivery_unknown:<event_class>:<channel>`` (condition
   ``report_delivery_unknown``, R002.1): outcomes that stayed unknown within
   the unknown window: a call started and nothing the provider offers told
@@ -49,6 +56,7 @@ import psycopg
 
 from tidings.domain.ids import uuid7
 from tidings.observability.alert_config import AlertConfig
+from tidings.observability.alert_retries import evaluate_retries
 from tidings.observability.alert_rules import Alert, Conn, evaluate
 from tidings.observability.alert_webhook import AlertWebhook, deliver_pending
 from tidings.runtime import Runtime
@@ -67,7 +75,11 @@ ROUND_SPACING = 20.0
 def evaluate_alerts(db: Database, now: datetime, config: AlertConfig | None = None) -> list[Alert]:
     """Every condition that holds now, across all tenants (nothing is stored)."""
     with db.transaction() as conn:
-        return evaluate(conn, now, config or AlertConfig.from_env())
+        return every_condition(conn, now, config or AlertConfig.from_env())
+
+
+def every_condition(conn: Conn, now: datetime, config: AlertConfig) -> list[Alert]:
+    return [*evaluate(conn, now, config), *evaluate_retries(conn, now, config)]
 
 
 @dataclass
@@ -99,7 +111,8 @@ def sync_alerts(
                           "spacing": ROUND_SPACING}  # fmt: skip
                 if fetch_one(conn, "alert_round_claim", params) is None:
                     return None
-            changes = store(conn, evaluate(conn, now, config or AlertConfig.from_env()), now)
+            alerts = every_condition(conn, now, config or AlertConfig.from_env())
+            changes = store(conn, alerts, now)
             if every is not None:
                 took = time.monotonic() - started
                 execute(conn, "alert_round_cost", {"scope": ROUND_SCOPE, "took": took})

@@ -39,6 +39,7 @@ from tidings.domain.states import IntentState
 from tidings.observability.process_metrics import PROCESS_METRICS, PROCESS_REGISTRY
 from tidings.observability.transition_rows import allowed_transitions
 from tidings.runtime import Runtime
+from tidings.store import provider_pauses
 from tidings.store.database import Row, fetch_all, fetch_one
 
 log = logging.getLogger("tidings.metrics")
@@ -82,6 +83,7 @@ LEDGER_METRICS: tuple[str, ...] = (
     "tidings_impossible_transitions_total",
     "tidings_quarantined_intents_total",
     "tidings_unknown_intents",
+    "tidings_provider_paused_seconds",
 )
 METRIC_NAMES: tuple[str, ...] = LEDGER_METRICS + PROCESS_METRICS
 
@@ -136,6 +138,7 @@ def _ledger_families(conn: psycopg.Connection[Any], now: datetime) -> Iterator[M
     yield from _audit(fetch_all(conn, "metrics_transition_audit", allowed_transitions()), tenants)
     yield _quarantined(fetch_all(conn, "metrics_quarantined", {}))
     yield _unknown(fetch_all(conn, "metrics_unknown", {}))
+    yield _paused(provider_pauses.active(conn, now), now)
 
 
 def _unknown(rows: list[Row]) -> Metric:
@@ -278,6 +281,18 @@ def _audit(rows: list[Row], tenants: list[str]) -> Iterator[Metric]:
         impossible.add_metric([tenant], row.get("impossible", 0))
     yield recoveries
     yield impossible
+
+
+def _paused(rows: list[Row], now: datetime) -> Metric:
+    family = GaugeMetricFamily(
+        "tidings_provider_paused_seconds",
+        "Seconds until a provider account that said back off (429, a 5xx or timeout storm) "
+        "is claimed for again; no sample while it is not paused.",
+        labels=["provider", "code"],
+    )
+    for r in rows:
+        family.add_metric([r["account"], r["code"]], max(0.0, _age(r["paused_until"], now)))
+    return family
 
 
 def _quarantined(rows: list[Row]) -> Metric:

@@ -30,6 +30,8 @@ CODES: Final = frozenset(
         rules.CHANNEL_DISABLED,
         rules.COUNTRY_DISABLED,
         rules.SUPPRESSED,
+        rules.COMPLAINED,
+        rules.BOUNCED,
         rules.OPTED_OUT,
         rules.CONSENT_MISSING,
         rules.EXPIRED,

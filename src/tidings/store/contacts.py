@@ -178,3 +178,44 @@ def blocks_for(conn: Conn, tenant: str, channel: str, destination_hash: str) -> 
     )
     assert row is not None
     return Blocks(bool(row["opted_out"]), row["suppressed"])
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Which receipt blocked a destination: provider, attempt, raw status."""
+
+    provider: str
+    intent_id: Any
+    attempt_n: int
+    raw_status: str
+
+
+def block_observed(
+    conn: Conn,
+    tenant: str,
+    channel: str,
+    destination_hash: str,
+    reason: str | None,
+    evidence: Evidence,
+    now: datetime,
+) -> bool:
+    """An opt-out (`reason` None) or a suppression a receipt proved; True
+    when it is new (the first evidence for an address is the one kept)."""
+    params = {
+        "tenant_id": tenant,
+        "channel": channel,
+        "destination_hash": destination_hash,
+        "provider": evidence.provider,
+        "intent_id": evidence.intent_id,
+        "attempt_n": evidence.attempt_n,
+        "raw_status": evidence.raw_status,
+        "now": now,
+    }
+    if reason is None:
+        return fetch_one(conn, "opt_out_observed", params) is not None
+    return fetch_one(conn, "suppress_observed", params | {"reason": reason}) is not None
+
+
+def receipt_blocks(conn: Conn, tenant: str) -> list[dict[str, Any]]:
+    """Blocks that receipts wrote: kind (opt_out, complaint, hard_bounce), provider, count."""
+    return fetch_all(conn, "receipt_blocks", {"tenant_id": tenant})

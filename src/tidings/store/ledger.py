@@ -89,6 +89,12 @@ def attempts_of(conn: Conn, tenant_id: str, intent_id: UUID) -> tuple[Attempt, .
     return tuple(Attempt.from_row(r) for r in rows)
 
 
+def provider_retries(conn: Conn, tenant_id: str, intent_id: UUID) -> int:
+    """Retryable provider failures recorded for this intent so far."""
+    row = fetch_one(conn, "provider_retries", {"tenant_id": tenant_id, "intent_id": intent_id})
+    return int(row["count"]) if row else 0
+
+
 def transition(
     conn: Conn,
     intent: Intent,

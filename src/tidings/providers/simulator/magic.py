@@ -20,7 +20,8 @@ E-mail, by the local part before any "+tag" (so "bounce+42@x.test" works):
     ratelimit  429
     error      500
     timeout    accepted, then stalls
-    bounce     accepted, later undelivered / BOUNCED
+    bounce     accepted, later undelivered / BOUNCED (a soft bounce)
+    hardbounce accepted, later failed / BOUNCED (suppresses the address)
     fail       accepted, later failed / CONTENT_REJECTED
 
 Anything else is subject to the configured rates. An SMS `to` that is not
@@ -65,6 +66,7 @@ EMAIL_LOCAL_PARTS = {
     "error": _ERROR,
     "timeout": _TIMEOUT,
     "bounce": Magic("final", "undelivered", "BOUNCED"),
+    "hardbounce": Magic("final", "failed", "BOUNCED"),
     "fail": Magic("final", "failed", "CONTENT_REJECTED"),
 }
 _SMS = re.compile(r"\+?\d{6,15}")

@@ -325,6 +325,11 @@ CREATE TABLE opt_outs (
     destination_hash  text        NOT NULL,
     source            text        NOT NULL,
     created_at        timestamptz NOT NULL,
+    -- What a provider said, when a receipt wrote the row (0020).
+    provider          text,
+    intent_id         uuid,
+    attempt_n         integer,
+    raw_status        text CHECK (length(raw_status) <= 200),
     PRIMARY KEY (tenant_id, channel, destination_hash)
 );
 
@@ -335,6 +340,10 @@ CREATE TABLE suppressions (
     reason            text        NOT NULL
                           CHECK (reason IN ('hard_bounce', 'complaint', 'operator', 'invalid')),
     created_at        timestamptz NOT NULL,
+    provider          text,
+    intent_id         uuid,
+    attempt_n         integer,
+    raw_status        text CHECK (length(raw_status) <= 200),
     PRIMARY KEY (tenant_id, channel, destination_hash)
 );
 
@@ -578,4 +587,14 @@ CREATE TABLE audience_upload_members (
         ON DELETE CASCADE,
     CHECK ((phone_hash IS NULL) = (phone_ciphertext IS NULL)),
     CHECK ((email_hash IS NULL) = (email_ciphertext IS NULL))
+);
+
+-- Provider accounts that said "back off", paused for every worker (0021).
+-- A reference table: an account carries every tenant's messages.
+CREATE TABLE provider_pauses (
+    account       text        PRIMARY KEY,
+    paused_until  timestamptz NOT NULL,
+    failures      integer     NOT NULL DEFAULT 0,
+    code          text        NOT NULL,
+    updated_at    timestamptz NOT NULL
 );

@@ -70,3 +70,31 @@ ON CONFLICT (tenant_id, scope, key, window_start)
 DO UPDATE SET used = rate_counters.used + EXCLUDED.used
 WHERE rate_counters.used + EXCLUDED.used <= %(limit)s
 RETURNING used;
+
+-- name: opt_out_observed
+-- A provider's receipt said the recipient unsubscribed (or replied STOP).
+-- The first evidence stays: a later receipt for the same address adds nothing.
+INSERT INTO opt_outs (tenant_id, channel, destination_hash, source, created_at,
+                      provider, intent_id, attempt_n, raw_status)
+VALUES (%(tenant_id)s, %(channel)s, %(destination_hash)s, 'provider:' || %(provider)s, %(now)s,
+        %(provider)s, %(intent_id)s, %(attempt_n)s, left(%(raw_status)s, 200))
+ON CONFLICT (tenant_id, channel, destination_hash) DO NOTHING
+RETURNING created_at;
+
+-- name: suppress_observed
+-- A provider's receipt reported a spam complaint or a hard bounce.
+INSERT INTO suppressions (tenant_id, channel, destination_hash, reason, created_at,
+                          provider, intent_id, attempt_n, raw_status)
+VALUES (%(tenant_id)s, %(channel)s, %(destination_hash)s, %(reason)s, %(now)s,
+        %(provider)s, %(intent_id)s, %(attempt_n)s, left(%(raw_status)s, 200))
+ON CONFLICT (tenant_id, channel, destination_hash) DO NOTHING
+RETURNING created_at;
+
+-- name: receipt_blocks
+-- Opt-outs and suppressions that providers' receipts caused, by kind.
+SELECT 'opt_out' AS kind, provider, count(*) AS count FROM opt_outs
+WHERE tenant_id = %(tenant_id)s AND provider IS NOT NULL GROUP BY provider
+UNION ALL
+SELECT reason, provider, count(*) FROM suppressions
+WHERE tenant_id = %(tenant_id)s AND provider IS NOT NULL GROUP BY reason, provider
+ORDER BY 1, 2;

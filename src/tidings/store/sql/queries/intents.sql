@@ -147,3 +147,9 @@ SELECT * FROM moved;
 -- change, so it needs no version check (even a canceled intent records it).
 UPDATE intents SET last_status_at = greatest(last_status_at, %(at)s)
 WHERE tenant_id = %(tenant_id)s AND id = %(id)s;
+
+-- name: provider_retries
+-- Retryable provider failures an intent has had so far: each one is a
+-- provider_deferred transition in its audit trail.
+SELECT count(*) AS count FROM transitions
+WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND event = 'provider_deferred';

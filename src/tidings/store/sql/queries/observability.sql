@@ -35,11 +35,17 @@ GROUP BY tenant_id, channel;
 
 -- name: metrics_unreconciled
 -- Sent (or being sent) with no terminal evidence yet. Same predicate as
--- intents_unreconciled; age counts from creation, like the delivery objective.
-SELECT tenant_id, event_class, channel, min(created_at) AS oldest, count(*) AS n
-FROM intents
-WHERE state IN ('sending', 'accepted', 'reconciling')
-GROUP BY tenant_id, event_class, channel;
+-- intents_unreconciled. Age counts from the current attempt's call (its
+-- call-started mark; the claim until the call starts), not from the
+-- intent's creation: a bulk job paced by its rate limits sends its last
+-- intents hours after creating them, and each is only as late as its call.
+SELECT i.tenant_id, i.event_class, i.channel,
+       min(coalesce(a.call_started_at, a.created_at, i.created_at)) AS oldest, count(*) AS n
+FROM intents i
+LEFT JOIN attempts a
+       ON a.tenant_id = i.tenant_id AND a.intent_id = i.id AND a.n = i.attempt_count
+WHERE i.state IN ('sending', 'accepted', 'reconciling')
+GROUP BY i.tenant_id, i.event_class, i.channel;
 
 -- name: metrics_last_reconciliation
 -- The newest evidence that reconciliation works: an observation we polled,
@@ -106,7 +112,8 @@ GROUP BY t.tenant_id;
 -- unreconciled row for DISTINCT aggregates, with to_jsonb of each, ran past
 -- the scan's statement timeout in a 1M-recipient job (see alert_due).
 -- Intents whose reconciliation gave up (`unknown`, within the window) are
--- still unreconciled: giving up must not clear the alert.
+-- still unreconciled: giving up must not clear the alert. Age counts from
+-- the current attempt's call, as in metrics_unreconciled.
 WITH u AS (
     SELECT i.tenant_id, i.event_class, i.channel, i.job_id, i.template_name,
            i.template_revision,
@@ -116,7 +123,7 @@ WITH u AS (
                     i.variables -> 'report' ->> 'revision') AS report_revision,
            a.provider, count(*) AS intents,
            count(*) FILTER (WHERE i.state = 'unknown') AS unknown,
-           min(i.created_at) AS oldest_at
+           min(coalesce(a.call_started_at, a.created_at, i.created_at)) AS oldest_at
     FROM intents i
     LEFT JOIN attempts a
            ON a.tenant_id = i.tenant_id AND a.intent_id = i.id AND a.n = i.attempt_count
@@ -135,11 +142,14 @@ SELECT u.tenant_id, u.event_class, u.channel, sum(u.intents)::bigint AS intents,
        sum(u.unknown)::bigint AS unknown,
        r.recipients, min(u.oldest_at) AS oldest_at,
        (SELECT o.id FROM intents o
+        LEFT JOIN attempts oa
+               ON oa.tenant_id = o.tenant_id AND oa.intent_id = o.id AND oa.n = o.attempt_count
         WHERE o.event_class = u.event_class AND o.channel = u.channel
           AND o.tenant_id = u.tenant_id
           AND (o.state IN ('sending', 'accepted', 'reconciling')
                OR (o.state = 'unknown' AND o.terminal_at >= %(unknown_since)s))
-        ORDER BY o.created_at, o.id LIMIT 1) AS oldest_id,
+        ORDER BY coalesce(oa.call_started_at, oa.created_at, o.created_at), o.id
+        LIMIT 1) AS oldest_id,
        (array_agg(DISTINCT u.job_id::text) FILTER (WHERE u.job_id IS NOT NULL))[1:10] AS job_ids,
        (array_agg(DISTINCT u.report_id || coalesce(' rev ' || u.report_revision, ''))
             FILTER (WHERE u.report_id IS NOT NULL))[1:10] AS report_ids,
@@ -407,11 +417,15 @@ WHERE tenant_id = %(tenant_id)s AND state IN ('pending', 'resend_due')
 GROUP BY channel;
 
 -- name: console_unreconciled
-SELECT event_class, channel, min(created_at) AS oldest, count(*) AS n,
-       count(DISTINCT recipient_ref) AS recipients
-FROM intents
-WHERE tenant_id = %(tenant_id)s AND state IN ('sending', 'accepted', 'reconciling')
-GROUP BY event_class, channel
+-- Age from the current attempt's call, as in metrics_unreconciled.
+SELECT i.event_class, i.channel,
+       min(coalesce(a.call_started_at, a.created_at, i.created_at)) AS oldest, count(*) AS n,
+       count(DISTINCT i.recipient_ref) AS recipients
+FROM intents i
+LEFT JOIN attempts a
+       ON a.tenant_id = i.tenant_id AND a.intent_id = i.id AND a.n = i.attempt_count
+WHERE i.tenant_id = %(tenant_id)s AND i.state IN ('sending', 'accepted', 'reconciling')
+GROUP BY i.event_class, i.channel
 ORDER BY oldest;
 
 -- name: console_last_reconciliation
@@ -420,3 +434,60 @@ FROM observations o
 JOIN attempts a ON a.tenant_id = o.tenant_id AND a.intent_id = o.intent_id AND a.n = o.attempt_n
 WHERE o.tenant_id = %(tenant_id)s AND o.source IN ('poll', 'lookup', 'webhook')
 GROUP BY a.channel;
+
+-- name: alert_retrying
+-- Unsent intents whose last answer was a retryable provider failure and
+-- that have had at least `threshold` of them (provider_deferred moves in
+-- their audit), per tenant and channel. Only intents whose decision code
+-- is a provider's are joined to their transitions: a large job waiting on
+-- its own rate limits never is.
+WITH r AS (
+    SELECT i.tenant_id, i.channel, i.id, i.decision_code, i.event_class,
+           count(*) AS failures
+    FROM intents i
+    JOIN transitions t ON t.tenant_id = i.tenant_id AND t.intent_id = i.id
+                      AND t.event = 'provider_deferred'
+    WHERE i.state IN ('pending', 'resend_due') AND i.decision_code = ANY(%(codes)s::text[])
+    GROUP BY i.tenant_id, i.channel, i.id, i.decision_code, i.event_class
+    HAVING count(*) >= %(threshold)s
+)
+SELECT tenant_id, channel, count(*) AS intents, max(failures) AS max_failures,
+       (array_agg(id ORDER BY failures DESC, id))[1] AS worst_id,
+       (array_agg(DISTINCT decision_code))[1:10] AS codes,
+       (array_agg(DISTINCT event_class))[1:10] AS event_classes
+FROM r GROUP BY tenant_id, channel;
+
+-- name: alert_pending_too_long
+-- Unsent intents older than their policy version allows (retry.
+-- max_pending_seconds, or the default), counted from creation or
+-- from not_before when that is later, per tenant and channel.
+WITH p AS (
+    SELECT i.tenant_id, i.channel, i.id, i.event_class, i.decision_code,
+           greatest(i.created_at, coalesce(i.not_before, i.created_at)) AS since,
+           coalesce((pol.document -> 'retry' ->> 'max_pending_seconds')::float8,
+                    %(default_seconds)s) AS allowed_seconds
+    FROM intents i
+    LEFT JOIN policies pol ON pol.tenant_id = i.tenant_id AND pol.version = i.policy_version
+    WHERE i.state IN ('pending', 'resend_due')
+)
+SELECT tenant_id, channel, count(*) AS intents, min(since) AS oldest_at,
+       (array_agg(id ORDER BY since, id))[1] AS oldest_id,
+       min(allowed_seconds) AS allowed_seconds,
+       (array_agg(DISTINCT decision_code) FILTER (WHERE decision_code IS NOT NULL))[1:10]
+           AS codes,
+       (array_agg(DISTINCT event_class))[1:10] AS event_classes
+FROM p
+WHERE since + make_interval(secs => allowed_seconds) <= %(now)s
+GROUP BY tenant_id, channel;
+
+-- name: alert_provider_paused
+-- Paused provider accounts, per tenant whose unsent intents last tried
+-- that account: the pause holds them back. Reached from the unsent intents
+-- (few while healthy) through each one's current attempt.
+SELECT i.tenant_id, p.account, p.paused_until, p.failures, p.code, i.channel,
+       count(*) AS intents, (array_agg(i.id ORDER BY i.id))[1] AS sample_id
+FROM intents i
+JOIN attempts a ON a.tenant_id = i.tenant_id AND a.intent_id = i.id AND a.n = i.attempt_count
+JOIN provider_pauses p ON p.account = a.provider
+WHERE i.state IN ('pending', 'resend_due') AND p.paused_until > %(now)s
+GROUP BY i.tenant_id, p.account, p.paused_until, p.failures, p.code, i.channel;

@@ -1,0 +1,49 @@
+"""When a provider account says "back off": how long every worker waits.
+
+A 429 pauses the account until its Retry-After, or, without one, for an
+exponential backoff with jitter over the back-off answers in a row. A storm
+of 5xx answers and timeouts opens the same pause once `STORM` of them come
+in a row; a single one is the intent's business (it is reconciled), not
+the account's. Any acceptance closes the count. Pure: the caller stores the
+pause (store/provider_pauses.py) and claims read it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Final
+
+RATE_LIMITED: Final = "RATE_LIMITED"
+# Answers that say the provider is struggling rather than this message is wrong.
+STORM_CODES: Final = frozenset({"PROVIDER_ERROR", "TIMEOUT"})
+STORM: Final = 3  # 5xx/timeouts in a row before the account pauses
+BASE_SECONDS: Final = 1.0
+MAX_SECONDS: Final = 300.0
+JITTER: Final = 0.5  # the pause is shortened by up to half, so workers do not return at once
+
+
+@dataclass(frozen=True)
+class Pause:
+    failures: int  # back-off answers in a row, this one included
+    seconds: float | None  # how long to pause the account; None: not (yet)
+
+
+def backoff_seconds(failures: int, rng: random.Random) -> float:
+    delay = min(MAX_SECONDS, BASE_SECONDS * 2.0 ** max(0, failures - 1))
+    return delay * (1.0 - JITTER * rng.random())
+
+
+def pause_for(
+    code: str, retry_after: float | None, failures_before: int, rng: random.Random
+) -> Pause | None:
+    """The pause one answer calls for; None when the answer is no back-off."""
+    failures = failures_before + 1
+    if code == RATE_LIMITED:
+        if retry_after is not None and retry_after > 0:
+            return Pause(failures, min(float(retry_after), MAX_SECONDS * 12))
+        return Pause(failures, backoff_seconds(failures, rng))
+    if code in STORM_CODES:
+        seconds = backoff_seconds(failures - STORM + 1, rng) if failures >= STORM else None
+        return Pause(failures, seconds)
+    return None

@@ -1,0 +1,44 @@
+"""How long a provider account that said "back off" is paused."""
+
+from __future__ import annotations
+
+import random
+
+from tidings.domain.breaker import MAX_SECONDS, STORM, backoff_seconds, pause_for
+
+
+class Top(random.Random):
+    """random() at its largest: the pause shortened the most by jitter."""
+
+    def random(self) -> float:
+        return 1.0
+
+
+class Bottom(random.Random):
+    def random(self) -> float:
+        return 0.0
+
+
+def test_a_429_with_retry_after_pauses_exactly_that_long() -> None:
+    pause = pause_for("RATE_LIMITED", 42.0, 0, Bottom())
+    assert pause is not None and (pause.failures, pause.seconds) == (1, 42.0)
+
+
+def test_a_429_without_retry_after_backs_off_exponentially_with_jitter() -> None:
+    longest = [backoff_seconds(n, Bottom()) for n in range(1, 12)]
+    assert longest[:4] == [1.0, 2.0, 4.0, 8.0] and max(longest) == MAX_SECONDS
+    assert backoff_seconds(3, Top()) == 2.0  # jitter takes at most half
+    pause = pause_for("RATE_LIMITED", None, 2, Bottom())
+    assert pause is not None and (pause.failures, pause.seconds) == (3, 4.0)
+
+
+def test_5xx_and_timeouts_pause_only_as_a_storm() -> None:
+    for before in range(STORM - 1):
+        pause = pause_for("PROVIDER_ERROR", None, before, Bottom())
+        assert pause is not None and pause.seconds is None
+    storm = pause_for("TIMEOUT", None, STORM - 1, Bottom())
+    assert storm is not None and storm.seconds == 1.0
+
+
+def test_other_answers_are_no_back_off() -> None:
+    assert pause_for("INVALID_DESTINATION", None, 5, Bottom()) is None
