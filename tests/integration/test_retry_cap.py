@@ -53,7 +53,7 @@ def event_types(db_url: str) -> list[str]:
 def test_a_provider_that_429s_for_ever_ends_the_intent_after_the_cap(
     tidings: Tidings, clock: ManualClock, db_url: str
 ) -> None:
-    publish(tidings, "cap-3", max_failures=3)
+    publish(tidings, "retry-cap-3", max_failures=3)
     publish_offer_template(tidings)
     core = simulator(clock, rate_429=1.0, retry_after_seconds=1)
     w = worker(tidings, core)
@@ -76,7 +76,7 @@ class Misconfigured(InProcessSimulatorAdapter):
 def test_a_misconfigured_provider_ends_the_intent_with_the_default_cap(
     tidings: Tidings, clock: ManualClock
 ) -> None:
-    publish(tidings, "default-cap")  # no max_failures: the default applies
+    publish(tidings, "retry-default-cap")  # no max_failures: the default applies
     publish_offer_template(tidings)
     core = simulator(clock)
     w = worker(tidings, core, adapter=Misconfigured(core))
@@ -90,12 +90,12 @@ def test_a_misconfigured_provider_ends_the_intent_with_the_default_cap(
 def test_the_cap_is_frozen_with_the_intents_policy_version(
     tidings: Tidings, clock: ManualClock
 ) -> None:
-    publish(tidings, "cap-2", max_failures=2)
+    publish(tidings, "retry-cap-2", max_failures=2)
     publish_offer_template(tidings)
     core = simulator(clock, rate_429=1.0, retry_after_seconds=1)
     w = worker(tidings, core)
     intent = offer(tidings, expires_at=None)
-    publish(tidings, "cap-50", max_failures=50)  # published after the intent froze cap-2
+    publish(tidings, "retry-cap-50", max_failures=50)  # published after the intent froze cap-2
     got = run_until_settled(tidings, w, clock, intent.id, rounds=10)
     assert got.state is IntentState.FAILED and len(sends(core)) == 2
 
@@ -115,7 +115,7 @@ def conditions(t: Tidings, clock: ManualClock) -> dict[str, Any]:
 def test_an_intent_retried_past_the_threshold_alerts_until_it_ends(
     tidings: Tidings, clock: ManualClock
 ) -> None:
-    publish(tidings, "cap-5", max_failures=5)
+    publish(tidings, "retry-cap-5", max_failures=5)
     publish_offer_template(tidings)
     core = simulator(clock, rate_429=1.0, retry_after_seconds=1)
     w = worker(tidings, core)
@@ -139,7 +139,7 @@ def test_an_intent_retried_past_the_threshold_alerts_until_it_ends(
 def test_an_intent_pending_longer_than_its_policy_allows_alerts(
     tidings: Tidings, clock: ManualClock
 ) -> None:
-    publish(tidings, "pending-60", max_pending_seconds=60)
+    publish(tidings, "retry-pending-60", max_pending_seconds=60)
     publish_offer_template(tidings)
     core = simulator(clock, rate_429=1.0, retry_after_seconds=30)
     w = worker(tidings, core)
@@ -161,7 +161,7 @@ def test_an_intent_pending_longer_than_its_policy_allows_alerts(
 def test_without_a_policy_setting_pending_waits_the_default(
     tidings: Tidings, clock: ManualClock
 ) -> None:
-    publish(tidings, "no-pending-setting")
+    publish(tidings, "retry-no-pending-setting")
     publish_offer_template(tidings)
     offer(tidings, expires_at=None)
     clock.advance(DEFAULT_MAX_PENDING_SECONDS - 1)
