@@ -16,6 +16,7 @@ from tidings.jobs.status import job_recipients, job_status
 from tidings.jobs.uploads import Items, Upload
 from tidings.jobs.uploads import items as upload_items
 from tidings.jobs.uploads import stage as stage_upload
+from tidings.providers.template_ids import required_template_ids
 from tidings.store import reports
 
 
@@ -33,8 +34,16 @@ class JobMethods(ClientBase):
         parsed = parse_job(request)
         self._ensure_tenant()
         with self.db.transaction(conn) as tx:
-            job, _ = create_job(tx, self.tenant, parsed, self.vault, self.clock.now(), actor)
+            job, _ = create_job(
+                tx, self.tenant, parsed, self.vault, self.clock.now(), actor, self.template_ids()
+            )
         return job
+
+    def template_ids(self) -> dict[str, tuple[str, ...]]:
+        """Channel -> the configured providers that need a provider-side
+        template id (providers/template_ids.py); read at each call, as the
+        workers read their providers."""
+        return required_template_ids(self.settings.simulator_url)
 
     def upload_audience(
         self,

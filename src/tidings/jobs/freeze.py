@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -29,6 +29,7 @@ from tidings.domain.ids import uuid7
 from tidings.domain.keys import fingerprint
 from tidings.jobs import uploads
 from tidings.jobs.request import AudienceMember, JobRequest
+from tidings.providers.template_ids import ensure_template_ids
 from tidings.store import policies, templates
 from tidings.store.database import fetch_all, fetch_one
 from tidings.vault import Vault
@@ -52,22 +53,36 @@ RECIPIENT_COLUMNS = (
 
 
 def create_job(
-    conn: Conn, tenant: str, request: JobRequest, vault: Vault, now: datetime, actor: str
+    conn: Conn,
+    tenant: str,
+    request: JobRequest,
+    vault: Vault,
+    now: datetime,
+    actor: str,
+    template_ids: Mapping[str, Collection[str]] | None = None,
 ) -> tuple[dict[str, Any], bool]:
-    """The job for this key: created and frozen now (True), or the first (False)."""
+    """The job for this key: created and frozen now (True), or the first (False).
+
+    ``template_ids`` maps a channel to the configured providers that need a
+    provider-side template id for it (providers/template_ids.py): a revision
+    lacking one is refused (ProviderMappingMissing) before anything is frozen.
+    """
+    needs = template_ids or {}
     if request.audience_upload is not None:
         # The id stands for the body's audience: the same id is the same job.
         identity = f"upload:{request.audience_upload}"
-        return _from_upload(conn, tenant, request, request.audience_upload, identity, now, actor)
+        return _from_upload(
+            conn, tenant, request, request.audience_upload, identity, now, actor, needs
+        )
     if request.audience_stream is not None:
-        return _from_stream(conn, tenant, request, vault, now, actor)
+        return _from_stream(conn, tenant, request, vault, now, actor, needs)
     rows = _recipient_rows(conn, tenant, request.audience, vault)
     version = _audience_version(rows)
     request_hash = _request_hash(request, version)
     existing = _by_key(conn, tenant, request)
     if existing is not None:
         return _replayed(existing, request_hash), False
-    params = _job_params(conn, tenant, request, len(rows), version, request_hash, now, actor)
+    params = _job_params(conn, tenant, request, len(rows), version, request_hash, now, actor, needs)
     job = fetch_one(conn, "insert_job", params)
     if job is None:  # a concurrent create with the same key won
         return _replayed(_must(_by_key(conn, tenant, request)), request_hash), False
@@ -77,14 +92,20 @@ def create_job(
 
 
 def _from_stream(
-    conn: Conn, tenant: str, request: JobRequest, vault: Vault, now: datetime, actor: str
+    conn: Conn,
+    tenant: str,
+    request: JobRequest,
+    vault: Vault,
+    now: datetime,
+    actor: str,
+    needs: Mapping[str, Collection[str]],
 ) -> tuple[dict[str, Any], bool]:
     assert request.audience_stream is not None
     members = uploads.items(request.audience_stream)
     upload = uploads.stage(conn, tenant, members, vault, now, actor, uploads.Items())
     # Identified by content, not by the fresh upload: passing the same
     # members again under the same key is a replay.
-    job, created = _from_upload(conn, tenant, request, upload.id, upload.version, now, actor)
+    job, created = _from_upload(conn, tenant, request, upload.id, upload.version, now, actor, needs)
     if not created:
         uploads.discard(conn, tenant, upload.id)
     return job, created
@@ -98,6 +119,7 @@ def _from_upload(
     identity: str,
     now: datetime,
     actor: str,
+    needs: Mapping[str, Collection[str]],
 ) -> tuple[dict[str, Any], bool]:
     request_hash = _request_hash(request, identity)
     existing = _by_key(conn, tenant, request)
@@ -116,7 +138,7 @@ def _from_upload(
             " upload the audience again for a new job"
         )
     params = _job_params(
-        conn, tenant, request, upload["size"], upload["version"], request_hash, now, actor
+        conn, tenant, request, upload["size"], upload["version"], request_hash, now, actor, needs
     )
     job = fetch_one(conn, "insert_job", params)
     if job is None:  # a concurrent create with the same key won
@@ -153,13 +175,19 @@ def _job_params(
     request_hash: str,
     now: datetime,
     actor: str,
+    needs: Mapping[str, Collection[str]],
 ) -> dict[str, Any]:
-    revisions = {
+    resolved = {
         channel: templates.resolve(
             conn, tenant, request.template_name, channel, None, request.template_revision
-        ).revision
+        )
         for channel in request.channels
     }
+    for channel, rev in resolved.items():
+        # Refused now, not at send time: a job frozen with a revision its
+        # provider cannot send would fail every recipient, one by one.
+        ensure_template_ids(rev, needs.get(channel, ()))
+    revisions = {channel: rev.revision for channel, rev in resolved.items()}
     policy = policies.current(conn, tenant, now)
     if request.report is not None:
         report = fetch_one(

@@ -120,6 +120,10 @@ class ProviderAdapter(ABC):
     supports_list_search: ClassVar[bool] = False
     # A repeated idempotency key returns the first message, nothing new sent.
     honours_idempotency: ClassVar[bool] = False
+    # The channels this adapter can send by a provider-side template of its
+    # own (`OutboundMessage.provider_template_id`). Whether a deployment does
+    # is `TIDINGS_<PROVIDER>_REQUIRE_TEMPLATE_ID` (providers/template_ids.py).
+    provider_template_channels: ClassVar[frozenset[str]] = frozenset()
     # Plain dicts, as in anymail: keys are lower-cased raw statuses / raw codes.
     status_map: ClassVar[Mapping[str, ObservedStatus]] = {}
     code_map: ClassVar[Mapping[str, RejectCode]] = {}

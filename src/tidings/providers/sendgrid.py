@@ -60,6 +60,8 @@ _INDEX = re.compile(r"\.\d+")
 class SendGridAdapter(HttpProviderAdapter):
     name = "sendgrid"
     channels = frozenset({"email"})
+    # Dynamic templates: `template_id` in the request (build_request).
+    provider_template_channels = frozenset({"email"})
     status_map: ClassVar[Mapping[str, ObservedStatus]] = {
         "processed": ObservedStatus.accepted,
         "deferred": ObservedStatus.accepted,  # the receiver said "later"; SendGrid retries

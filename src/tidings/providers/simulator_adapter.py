@@ -59,6 +59,8 @@ class SimulatorAdapter(HttpProviderAdapter):
     supports_lookup_by_key = True
     supports_reference_search = True
     supports_list_search = True
+    # It forwards `template_id` as the provider it plays would.
+    provider_template_channels = frozenset({"sms", "email"})
     status_map: ClassVar[Mapping[str, ObservedStatus]] = {
         "queued": ObservedStatus.accepted,
         "sent": ObservedStatus.accepted,

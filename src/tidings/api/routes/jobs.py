@@ -106,7 +106,7 @@ def post_job(body: JobIn, caller: Sender, response: Response) -> JobAccepted:
     t._ensure_tenant()
     with t.db.transaction() as conn:
         job, created = create_job(
-            conn, caller.tenant, request, t.vault, t.clock.now(), caller.actor
+            conn, caller.tenant, request, t.vault, t.clock.now(), caller.actor, t.template_ids()
         )
     if not created:
         response.status_code = 200
