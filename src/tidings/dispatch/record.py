@@ -70,6 +70,8 @@ def record_result(
         return _accepted_many(conn, [Sent(claimed, result, segments, encoding)], now, rng)[0]
     if segments is not None:
         attempts.record_segments(conn, _ref(claimed), segments, encoding)
+    if result.response_body:
+        attempts.record_response_body(conn, _ref(claimed), result.response_body)
     if isinstance(result, Retryable):
         return _deferred(conn, claimed, result, now, rng)
     if isinstance(result, Rejected):

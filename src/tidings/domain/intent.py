@@ -34,6 +34,8 @@ class Attempt:
     # When its provider call started (the durable mark written right
     # before the call); None: it never did.
     call_started_at: datetime | None = None
+    # The provider's redacted, bounded answer when it did not accept the send.
+    response_body: str | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Attempt:

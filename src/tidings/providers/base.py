@@ -44,6 +44,7 @@ from tidings.providers.outcomes import (
     Retryable,
     SendResult,
 )
+from tidings.providers.response_body import with_body
 
 DEFAULT_TIMEOUT = 10.0
 # How long an idle connection is kept for reuse: under the 5 s after which
@@ -159,7 +160,8 @@ class ProviderAdapter(ABC):
             return Retryable(RejectCode.PROVIDER_ERROR, None, f"not sent: {exc!r}")
         except self.maybe_sent_errors as exc:
             return Indeterminate(_transport_code(exc), f"outcome unknown: {exc!r}")
-        return self.parse_response(response)
+        # Kept here, once for every adapter, whatever its parse_response does.
+        return with_body(self.parse_response(response), response)
 
     @property
     def account(self) -> str:

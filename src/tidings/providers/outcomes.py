@@ -62,6 +62,8 @@ class Retryable:
     retry_after_seconds: float | None = None
     detail: str = ""
     http_status: int | None = None
+    # The provider's answer, redacted and bounded (providers/response_body.py).
+    response_body: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ class Rejected:
     code: RejectCode
     detail: str = ""
     http_status: int | None = None
+    # The provider's answer, redacted and bounded (providers/response_body.py).
+    response_body: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,8 @@ class Indeterminate:
     code: RejectCode
     detail: str = ""
     http_status: int | None = None
+    # The provider's answer, redacted and bounded (providers/response_body.py).
+    response_body: str | None = None
 
 
 SendResult = Accepted | Retryable | Rejected | Indeterminate

@@ -179,6 +179,11 @@ def record_segments(conn: Conn, ref: AttemptRef, segments: int, encoding: str | 
     execute(conn, "attempt_segments", {**ref.params(), "segments": segments, "encoding": encoding})
 
 
+def record_response_body(conn: Conn, ref: AttemptRef, body: str) -> None:
+    """The provider's redacted, bounded answer to a send it did not accept."""
+    execute(conn, "attempt_response_body", {**ref.params(), "response_body": body})
+
+
 def settle(
     conn: Conn,
     ref: AttemptRef,

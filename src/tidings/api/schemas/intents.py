@@ -86,6 +86,11 @@ class AttemptOut(BaseModel):
     accepted_at: datetime | None
     last_status_at: datetime | None
     terminal_at: datetime | None
+    response_body: str | None = Field(
+        default=None,
+        description="What the provider answered when it did not accept the send: "
+        "destinations redacted, at most 2 KiB",
+    )
 
     @classmethod
     def of(cls, a: Attempt) -> AttemptOut:
@@ -102,6 +107,7 @@ class AttemptOut(BaseModel):
             accepted_at=a.accepted_at,
             last_status_at=a.last_status_at,
             terminal_at=a.terminal_at,
+            response_body=a.response_body,
         )
 
 

@@ -197,3 +197,7 @@ WHERE a.provider = %(provider)s AND a.provider_message_id IS NULL
   AND a.call_started_at BETWEEN %(since)s AND %(until)s
   AND a.channel = %(channel)s AND i.destination_hash = %(destination_hash)s
   AND NOT (a.tenant_id = %(tenant_id)s AND a.intent_id = %(intent_id)s AND a.n = %(n)s);
+
+-- name: attempt_response_body
+UPDATE attempts SET response_body = %(response_body)s
+WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s;
