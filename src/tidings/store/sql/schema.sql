@@ -127,6 +127,9 @@ CREATE TABLE attempts (
     -- Written right before the provider call goes out (migration 0018):
     -- NULL after a crash means the call never started.
     call_started_at     timestamptz,
+    -- The provider's answer to a send it did not accept, redacted and
+    -- bounded (migration 0022, providers/response_body.py).
+    response_body       text CHECK (octet_length(response_body) <= 2048),
     PRIMARY KEY (tenant_id, intent_id, n),
     UNIQUE (tenant_id, attempt_key),
     FOREIGN KEY (tenant_id, intent_id) REFERENCES intents (tenant_id, id)
