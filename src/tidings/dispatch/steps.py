@@ -48,7 +48,7 @@ from tidings.dispatch.sweep import sweep
 from tidings.dispatch.window import Window
 from tidings.jobs.prepare import prepare_next
 from tidings.observability.alerts import AlertSweeper
-from tidings.observability.logging import log_context
+from tidings.observability.logging import job_context, log_context
 from tidings.observability.process_metrics import record_call_withheld
 from tidings.outbound import AddressPolicy, OutboundClient
 from tidings.providers.accounts import Factory, ProviderAccounts, from_environment
@@ -233,6 +233,7 @@ class WorkerSteps:
             template_revision=f"{intent.template_name}@{intent.template_revision}",
             attempt_key=claimed.attempt_key,
             provider=self.adapters[intent.channel].account,
+            **job_context(intent.job_id, intent.report_id, intent.report_revision),
         )
 
     def _send(self, adapter: ProviderAdapter, claimed: Claimed) -> Sent | IntentOutcome:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,12 +30,14 @@ from tidings.domain.ids import uuid7
 from tidings.domain.keys import fingerprint
 from tidings.jobs import uploads
 from tidings.jobs.request import AudienceMember, JobRequest
+from tidings.observability.logging import job_context, log_context
 from tidings.providers.template_ids import ensure_template_ids
 from tidings.store import policies, templates
 from tidings.store.database import fetch_all, fetch_one
 from tidings.vault import Vault
 
 Conn = psycopg.Connection[Any]
+log = logging.getLogger("tidings.jobs")
 
 RECIPIENT_COLUMNS = (
     "tenant_id",
@@ -68,6 +71,24 @@ def create_job(
     lacking one is refused (ProviderMappingMissing) before anything is frozen.
     """
     needs = template_ids or {}
+    job, created = _create(conn, tenant, request, vault, now, actor, needs)
+    if created:
+        context = job_context(job["id"], job.get("report_id"), job.get("report_revision"))
+        with log_context(tenant_id=tenant, **context):
+            # In the creating transaction: the id is the one the caller gets back.
+            log.info("job frozen", extra={"audience_size": job["audience_size"]})
+    return job, created
+
+
+def _create(
+    conn: Conn,
+    tenant: str,
+    request: JobRequest,
+    vault: Vault,
+    now: datetime,
+    actor: str,
+    needs: Mapping[str, Collection[str]],
+) -> tuple[dict[str, Any], bool]:
     if request.audience_upload is not None:
         # The id stands for the body's audience: the same id is the same job.
         identity = f"upload:{request.audience_upload}"

@@ -8,6 +8,7 @@ page insert nothing twice. Memory is bounded by the page, not the audience.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Mapping
@@ -23,9 +24,11 @@ from tidings.domain.ids import uuid7
 from tidings.domain.keys import job_recipient_key, report_key
 from tidings.domain.policy import CapUsage, ConsentEvidence, PolicyRequest, cap_windows, evaluate
 from tidings.domain.policy_document import Policy
+from tidings.observability.logging import job_context, log_context
 from tidings.store import policies
 from tidings.store.database import Database, execute, fetch_all, fetch_one
 
+log = logging.getLogger("tidings.jobs")
 Conn = psycopg.Connection[Any]
 
 PAGE_SIZE = 2000
@@ -83,17 +86,27 @@ def prepare_next(
         job = fetch_one(conn, "claim_preparing_job", {})
     if job is None:
         return None
+    context = job_context(job["id"], job.get("report_id"), job.get("report_revision"))
+    with log_context(tenant_id=job["tenant_id"], **context):
+        return _prepare_claimed(db, job, now, budget_seconds)
+
+
+def _prepare_claimed(
+    db: Database, job: dict[str, Any], now: datetime, budget_seconds: float | None
+) -> dict[str, Any]:
     key = {"tenant_id": job["tenant_id"], "id": job["id"]}
     until = None if budget_seconds is None else time.monotonic() + budget_seconds
     while True:
         with db.transaction() as conn:
-            job = fetch_one(conn, "lock_job", key)
-            assert job is not None
+            locked = fetch_one(conn, "lock_job", key)
+            assert locked is not None
+            job = locked
             if job["status"] != "preparing":
                 return job
             _, done = prepare_page(conn, job, job["prepared_through"], now)
             if done:
                 execute(conn, "job_prepared", {**key, "now": now})
+                log.info("job prepared", extra={"audience_size": job["audience_size"]})
                 return job
         if until is not None and time.monotonic() >= until:
             return job

@@ -42,6 +42,7 @@ CONTEXT_KEYS: Final[tuple[str, ...]] = (
     "intent_id",
     "tenant_id",
     "job_id",
+    "report_id",
     "attempt",
     "template_revision",
     "channel",
@@ -249,6 +250,21 @@ def log_context(**values: Any) -> Iterator[None]:
         structlog.contextvars.reset_contextvars(**tokens)
 
 
+def job_context(job_id: Any, report_id: str | None, report_revision: int | None) -> dict[str, Any]:
+    """The job and report a line belongs to, where known (seed 002: "log the
+    report id at each boundary"): bound at job freeze, preparation and each
+    send of a job's intents, so one grep follows a report end to end. Absent
+    keys stay absent rather than null, so a one-off send's lines do not grow."""
+    values: dict[str, Any] = {}
+    if job_id is not None:
+        values["job_id"] = str(job_id)
+    if report_id is not None:
+        values["report_id"] = (
+            report_id if report_revision is None else f"{report_id}@{report_revision}"
+        )
+    return values
+
+
 def current_context() -> MutableMapping[str, Any]:
     return structlog.contextvars.get_contextvars()
 
@@ -260,6 +276,7 @@ __all__ = [
     "configure_logging",
     "current_context",
     "get_logger",
+    "job_context",
     "log_context",
     "redact_event_dict",
     "reset_logging",
