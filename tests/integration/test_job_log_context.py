@@ -57,7 +57,7 @@ def test_a_job_run_logs_its_job_and_report_at_each_boundary(
     by_event: dict[str, list[dict[str, Any]]] = {}
     for line in logged:
         by_event.setdefault(line["event"], []).append(line)
-    for event in ("job frozen", "job prepared", "provider call"):
+    for event in ("job frozen", "job prepared", "provider call", "attempt recorded"):
         assert by_event.get(event), (event, sorted(by_event))
         for line in by_event[event]:
             assert line["job_id"] == str(job["id"]), line
