@@ -355,13 +355,18 @@ def timeline_table(entries: list[TimelineEntry]) -> Table:
 @templates_app.command("validate")
 def templates_validate(path: Path) -> None:
     """The deploy gate: fail on any template revision that cannot be sent."""
+    from tidings.providers.errors import ProviderConfigError
     from tidings.providers.template_ids import required_template_ids
     from tidings.templates.files import validate_files
 
     settings = Settings()
     # The providers configured here (TIDINGS_*_PROVIDER) that send by a
     # template of their own: each revision must name its id there.
-    needs = required_template_ids(settings.simulator_url)
+    try:
+        needs = required_template_ids(settings.simulator_url)
+    except ProviderConfigError as exc:  # a setting's name, never its value
+        console.print(f"error: {exc}")
+        raise typer.Exit(2) from None
     report = validate_files(path, needs, limits=settings.render_limits())
     console.print(report.format_text())
     raise typer.Exit(0 if report.ok else 1)

@@ -96,6 +96,18 @@ def test_asking_it_of_an_adapter_without_provider_templates_is_a_config_error() 
 # ------------------------------------------------------------------- CLI
 
 
+def test_templates_validate_names_a_misconfigured_provider_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TIDINGS_SIMULATOR_URL", raising=False)
+    monkeypatch.setenv("TIDINGS_SMS_PROVIDER", "twilio")
+    monkeypatch.setenv("TIDINGS_TWILIO_REQUIRE_TEMPLATE_ID", "true")
+    template_file(tmp_path, "mapped", {})
+    result = CliRunner().invoke(app, ["templates", "validate", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert "'require_template_id'" in result.output and "Traceback" not in result.output
+
+
 @pytest.mark.usefixtures("sendgrid_by_template")
 def test_templates_validate_reports_revisions_without_the_configured_providers_id(
     tmp_path: Path,
