@@ -275,7 +275,7 @@ def states_document() -> str:
         "| Attempt state | Rank |\n|---|---|\n"
         f"{ranks}\n\n"
         "## Between the claim and the call\n\n"
-        "A worker calls the provider only after its durable \"call started\" mark\n"
+        'A worker calls the provider only after its durable "call started" mark\n'
         "has committed (`attempts.call_started_at`, written for a group of calls\n"
         "in one statement right before they go out). The same statement is the\n"
         "last read of the claim: it marks a call only while the intent is still\n"
