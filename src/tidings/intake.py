@@ -130,14 +130,16 @@ def create_or_replay(
             return _replayed(existing, request_hash), False
         raise
     stored = {"version": context[0]["policy_version"], "document": context[0]["policy_document"]}
-    policy = policies.current_from(conn, tenant, now, stored)
+    policy = policies.current_from(tenant, stored)
     row = _row(tenant, request, reference, request_hash, now, actor)
+    # Without a policy the intent is still created, and the claim denies it
+    # with POLICY_MISSING: the decision is recorded on the intent's timeline
+    # like any other.
+    budget = DEFAULT_RESEND_BUDGET if policy is None else policy.resend_budget
     row.update(
         template_revision=revision.revision,
-        policy_version=policy.version,
-        resend_budget=policy.resend_budget
-        if request.resend_budget is None
-        else request.resend_budget,
+        policy_version=None if policy is None else policy.version,
+        resend_budget=budget if request.resend_budget is None else request.resend_budget,
         ciphertext=vault.encrypt(recipient.destination),
     )
     created = ledger.create_intent(conn, row)

@@ -28,7 +28,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.conftest import TEST_SECRET
+from tests.conftest import TEST_SECRET, with_example_policy
 from tidings import Tidings
 
 from .processes import ledger, offers, simulator, start_worker, wait_until
@@ -86,7 +86,7 @@ def backdate(db_url: str, ids: list[Any]) -> None:
 
 
 def engine(db_url: str) -> Tidings:
-    return Tidings(db_url, secret_key=TEST_SECRET)
+    return with_example_policy(Tidings(db_url, secret_key=TEST_SECRET))
 
 
 def lease_takeovers(db_url: str) -> int:

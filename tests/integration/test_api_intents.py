@@ -153,7 +153,8 @@ def test_policies_publish_and_list(api: TestClient) -> None:
     assert published.status_code == 201, published.text
     assert published.json() == {"version": "acme-2"}
     listed = api.get("/v1/policies").json()
-    assert listed["current"] == "acme-2" and [p["version"] for p in listed["items"]] == ["acme-2"]
+    versions = [p["version"] for p in listed["items"]]
+    assert listed["current"] == "acme-2" and versions == ["acme-2", "default-1"]  # the fixture's
     is_problem(api.post("/v1/policies", json={"version": "x"}), 422, "INVALID_INPUT")
     clash = {**document, "resend_budget": 3}
     is_problem(api.post("/v1/policies", json=clash), 409, "CONFLICT")

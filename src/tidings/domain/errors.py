@@ -28,6 +28,16 @@ class InvalidInput(TidingsError, ValueError):
         self.message = message
 
 
+class PolicyMissing(InvalidInput):
+    """A job asked of a tenant that has published no policy: its channels
+    cannot be resolved, so nothing is created."""
+
+    code = "POLICY_MISSING"
+
+    def __init__(self, message: str) -> None:
+        super().__init__("policy", message)
+
+
 class InvalidLine(InvalidInput):
     """Invalid input at one line (1-based) of a streamed body: a client
     fixing a million-line upload needs the line, not just the field."""
