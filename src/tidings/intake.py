@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 
-from tidings.domain.errors import IdempotencyConflict, InvalidInput
+from tidings.domain.errors import IdempotencyConflict, InvalidInput, MissingVariables
 from tidings.domain.ids import uuid7
 from tidings.domain.intent import Intent
 from tidings.domain.keys import check_key, fingerprint
@@ -27,6 +27,7 @@ from tidings.domain.states import IntentState
 from tidings.domain.storable import check_fields
 from tidings.store import ledger, policies, templates
 from tidings.store.database import fetch_all
+from tidings.templates.model import TemplateRevision
 from tidings.vault import Vault
 
 log = logging.getLogger("tidings.intake")
@@ -122,6 +123,7 @@ def create_or_replay(
             recipient.locale,
             request.template_revision,
         )
+        _check_variables(revision, request.variables)
     except InvalidInput:
         # A key already used answers for its first request: with that intent
         # (a replay) or as a conflict, never as a template error.
@@ -159,6 +161,15 @@ def create_or_replay(
     # The key is taken, by an earlier create (a replay) or a concurrent one:
     # the first intent stands, and nothing of this request was written.
     return _replayed(_by_key(conn, tenant, request), request_hash), False
+
+
+def _check_variables(revision: TemplateRevision, given: Mapping[str, Any]) -> None:
+    """Every required variable is given now, except those a minter fills at
+    dispatch: a create that would only fail at render is refused instead."""
+    exempt = set(revision.dispatch_variables)
+    missing = tuple(sorted(v for v in set(revision.required_variables) - exempt if v not in given))
+    if missing:
+        raise MissingVariables(f"{revision.name}@{revision.revision}", missing)
 
 
 def _by_key(conn: psycopg.Connection[Any], tenant: str, request: IntentRequest) -> Intent:

@@ -28,6 +28,19 @@ class InvalidInput(TidingsError, ValueError):
         self.message = message
 
 
+class MissingVariables(InvalidInput):
+    """A create that lacks required variables of its template revision:
+    refused with nothing created, instead of failing later at render."""
+
+    code = "MISSING_VARIABLES"
+
+    def __init__(self, template: str, missing: tuple[str, ...]) -> None:
+        super().__init__(
+            "variables", f"template {template} needs {', '.join(missing)}, which were not given"
+        )
+        self.missing = missing
+
+
 class PolicyMissing(InvalidInput):
     """A job asked of a tenant that has published no policy: its channels
     cannot be resolved, so nothing is created."""

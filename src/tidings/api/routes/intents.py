@@ -9,6 +9,7 @@ from fastapi import APIRouter, Response
 
 from tidings.api.auth import Caller, Reader, Sender
 from tidings.api.openapi import NOT_FOUND, WITH_BODY, responses
+from tidings.api.problems import Problem
 from tidings.api.schemas.intents import CancelIn, IntentIn, IntentOut, Timeline, TimelineEntryOut
 from tidings.domain.intent import Intent
 from tidings.intake import IntentRequest, create_or_replay
@@ -16,12 +17,31 @@ from tidings.store import ledger
 
 router = APIRouter(prefix="/v1/intents", tags=["intents"])
 
+MISSING_VARIABLES_EXAMPLE = {
+    "type": "urn:tidings:problem:missing-variables",
+    "title": "Unprocessable Content",
+    "status": 422,
+    "detail": "template waitlist_offer@1 needs deadline, which were not given",
+    "code": "MISSING_VARIABLES",
+    "field": "variables",
+    "missing": ["deadline"],
+}
+
 
 @router.post(
     "",
     status_code=201,
     responses=responses(
-        *WITH_BODY, 409, extra={200: {"model": IntentOut, "description": "A replay of the key"}}
+        *WITH_BODY,
+        409,
+        extra={
+            200: {"model": IntentOut, "description": "A replay of the key"},
+            422: {
+                "model": Problem,
+                "description": "Invalid input, or required variables missing; nothing created",
+                "content": {"application/json": {"example": MISSING_VARIABLES_EXAMPLE}},
+            },
+        },
     ),
     summary="Record an intent to notify; a replayed key returns the first",
 )
