@@ -67,3 +67,14 @@ def test_two_jobs_for_one_report_revision_each_count_their_audience(
         assert view["counts"] == {"pending": 3}, view
         page = http.get(f"/v1/jobs/{answer.json()['id']}/recipients").json()
         assert [i["state"] for i in page["items"]] == ["pending"] * 3
+
+
+def test_a_job_is_canceled_over_http(http: TestClient, tidings: Tidings) -> None:
+    job = http.post("/v1/jobs", json=report_job_body("mailing", 4)).json()
+    preparing = http.post(f"/v1/jobs/{job['id']}/cancel", json={"reason": "operator"})
+    assert preparing.status_code == 409, preparing.text
+    tidings.prepare_jobs()
+    answer = http.post(f"/v1/jobs/{job['id']}/cancel", json={"reason": "operator"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"canceled": 4, "already_final": 0}
+    assert http.get(f"/v1/jobs/{job['id']}").json()["counts"] == {"canceled": 4}

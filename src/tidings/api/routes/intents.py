@@ -10,6 +10,7 @@ from fastapi import APIRouter, Response
 from tidings.api.auth import Caller, Reader, Sender
 from tidings.api.openapi import NOT_FOUND, WITH_BODY, responses
 from tidings.api.problems import Problem
+from tidings.api.schemas.cancel import CancelCountsOut, CancelManyIn
 from tidings.api.schemas.intents import CancelIn, IntentIn, IntentOut, Timeline, TimelineEntryOut
 from tidings.domain.intent import Intent
 from tidings.intake import IntentRequest, create_or_replay
@@ -55,6 +56,22 @@ def create_intent(body: IntentIn, caller: Sender, response: Response) -> IntentO
 @router.get("/{intent_id}", responses=responses(NOT_FOUND), summary="One intent and its attempts")
 def get_intent(intent_id: str, caller: Reader) -> IntentOut:
     return IntentOut.of(caller.tidings.get(intent_id))
+
+
+@router.post(
+    "/cancel",
+    responses=responses(*WITH_BODY),
+    summary="Cancel every open intent of an event class, recipient or correlation id",
+)
+def cancel_matching(body: CancelManyIn, caller: Sender) -> CancelCountsOut:
+    counts = caller.tidings.cancel_where(
+        body.reason.value,
+        event_class=body.event_class,
+        recipient_ref=body.recipient_ref,
+        correlation_id=body.correlation_id,
+        actor=caller.actor,
+    )
+    return CancelCountsOut(canceled=counts.canceled, already_final=counts.already_final)
 
 
 @router.post(
