@@ -73,7 +73,12 @@ def test_get_shows_the_attempt_and_the_ledger_times(
     assert intent["state"] == "accepted" and intent["version"] == 3
     assert intent["channel"] == "sms" and intent["recipient_ref"] == "member-1801"
     assert intent["resend_budget"] == 1 and intent["expires_at"]
-    assert intent["decision"] == {"code": "ALLOWED", "policy_version": "default-1"}
+    assert intent["decision"] == {
+        "code": "ALLOWED",
+        "policy_version": "default-1",
+        "retry_after": None,
+    }
+    assert intent["next_attempt_at"] is None  # accepted: nothing is due
     assert intent["created_at"] and intent["accepted_at"] and intent["terminal_at"] is None
     [attempt] = intent["attempts"]
     assert attempt["n"] == 1 and attempt["state"] == "accepted"

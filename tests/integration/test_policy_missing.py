@@ -72,7 +72,8 @@ def test_policy_missing_over_http(tidings: Tidings, clock: ManualClock, db_url: 
     worker(tidings, simulator(clock)).dispatch_once()
     view = http.get(f"/v1/intents/{created.json()['id']}").json()
     assert view["state"] == "suppressed"
-    assert view["decision"] == {"code": "POLICY_MISSING", "policy_version": None}
+    assert view["decision"]["code"] == "POLICY_MISSING"
+    assert view["decision"]["policy_version"] is None and view["next_attempt_at"] is None
     entries = http.get(f"/v1/intents/{created.json()['id']}/timeline").json()["entries"]
     decision = [e for e in entries if e["to"] == "suppressed"][-1]
     assert decision["detail"]["code"] == "POLICY_MISSING"

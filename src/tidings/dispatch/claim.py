@@ -168,6 +168,10 @@ def _apply(
         move = ledger.Move(
             next_due_at=decision.not_before, decision_code=code, policy_version=version
         )
+        if decision.not_before is not None:  # so the timeline says when it goes
+            detail["next_attempt_at"] = decision.not_before.isoformat()
+        if decision.retry_after_seconds is not None:
+            detail["retry_after_seconds"] = decision.retry_after_seconds
     elif result.verdict is ClaimVerdict.SHADOW:
         # record what would have happened, never call a provider
         detail["would"] = "send" if decision.allowed else decision.code
