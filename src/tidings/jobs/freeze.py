@@ -24,9 +24,16 @@ from uuid import UUID
 import psycopg
 from psycopg.types.json import Jsonb
 
-from tidings.domain.errors import AudienceUploadUsed, IdempotencyConflict, InvalidInput, NotFound
+from tidings.domain.errors import (
+    AudienceUploadUsed,
+    IdempotencyConflict,
+    InvalidInput,
+    NotFound,
+    PolicyMissing,
+)
 from tidings.domain.ids import uuid7
 from tidings.domain.keys import fingerprint
+from tidings.domain.policy import POLICY_MISSING_HELP
 from tidings.jobs import uploads
 from tidings.jobs.request import AudienceMember, JobRequest
 from tidings.store import policies, templates
@@ -160,7 +167,9 @@ def _job_params(
         ).revision
         for channel in request.channels
     }
-    policy = policies.current(conn, tenant, now)
+    policy = policies.current(conn, tenant)
+    if policy is None:
+        raise PolicyMissing(POLICY_MISSING_HELP)
     if request.report is not None:
         report = fetch_one(
             conn,
