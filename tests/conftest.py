@@ -12,6 +12,7 @@ import os
 import tempfile
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import psycopg
@@ -19,6 +20,8 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from tidings import ManualClock, Tidings
+from tidings.policies import builtin_document
+from tidings.store import policies as policy_store
 from tidings.store.migrate import migrate
 
 TEST_SECRET = "test-secret-key-0123456789abcdef"
@@ -88,8 +91,40 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
+EXAMPLE_POLICY = "default"
+
+
+def publish_example_policy(t: Tidings, tenant: str | None = None) -> str:
+    """Publish the shipped example policy (tidings/policies/default.json) for
+    `tenant` (the client's own by default); its version.
+
+    A tenant with no published policy is denied everything (POLICY_MISSING),
+    so every fixture that stands for "a tenant set up to send" calls this.
+    """
+    target = t if tenant is None else t.for_tenant(tenant)
+    # Published a moment before "now", so a policy the test publishes itself
+    # at the same (manual) instant is the newer one.
+    target._ensure_tenant()
+    with target.db.transaction() as conn:
+        published_at = target.clock.now() - timedelta(seconds=1)
+        return policy_store.publish(
+            conn, target.tenant, builtin_document(EXAMPLE_POLICY), published_at, "test"
+        ).version
+
+
+def with_example_policy(t: Tidings) -> Tidings:
+    """`t`, its tenant's example policy published (for setups that make their
+    own client: e2e processes, several engines)."""
+    publish_example_policy(t)
+    return t
+
+
 @pytest.fixture
-def tidings(db_url: str, clock: ManualClock) -> Iterator[Tidings]:
+def tidings(request: pytest.FixtureRequest, db_url: str, clock: ManualClock) -> Iterator[Tidings]:
+    """A client of the `default` tenant, with the example policy published;
+    mark a test `@pytest.mark.no_policy` for a tenant that has published none."""
     t = Tidings(db_url, clock=clock, secret_key=TEST_SECRET)
+    if request.node.get_closest_marker("no_policy") is None:
+        publish_example_policy(t)
     yield t
     t.close()

@@ -267,11 +267,16 @@ def up(
     ).start()
     try:
         key = stack.dev_key()
+        policy = stack.example_policy()
         console.print(f"API       {stack.api_url}  (OpenAPI at {stack.api_url}/docs)")
         console.print(f"console   {stack.api_url}/console")
         console.print(f"metrics   {stack.metrics_url}  (Prometheus; not on the API port)")
         console.print(f"simulator {stack.simulator_url}  (ledger at {stack.simulator_url}/_ledger)")
         console.print(f"database  embedded, in {stack.settings.resolved_home() / 'pgdata'}")
+        console.print(
+            f"policy    {policy}  (publish your own: tidings policy publish FILE,"
+            " or POST /v1/policies)"
+        )
         console.print("Ctrl-C stops everything; intents are durable and resume on the next start.")
         console.print(f"development API key: {key}", soft_wrap=True)
         _stop_on_signals().wait()

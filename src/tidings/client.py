@@ -24,13 +24,14 @@ from uuid import UUID
 import psycopg
 
 from tidings.client_base import as_uuid
+from tidings.client_cancel import CancelCounts, CancelFilter, cancel_many
 from tidings.client_contacts import ContactMethods
 from tidings.client_jobs import JobMethods
 from tidings.client_setup import SetupMethods
 from tidings.config import Settings
 from tidings.domain.cancellation import parse_reason
 from tidings.domain.clock import Clock, SystemClock
-from tidings.domain.errors import AlreadyTerminal, NotFound, StaleTransition
+from tidings.domain.errors import AlreadyTerminal, Conflict, NotFound, StaleTransition
 from tidings.domain.intent import Intent, TimelineEntry
 from tidings.domain.transitions import Event
 from tidings.intake import IntentRequest, create_or_replay
@@ -157,6 +158,33 @@ class Tidings(ContactMethods, JobMethods, SetupMethods):
             return cancel_intent(
                 tx, self.tenant, as_uuid(intent_id), why.value, self.clock.now(), actor
             )
+
+    def cancel_job(
+        self, job_id: UUID | str, reason: str, *, actor: str = "library"
+    ) -> CancelCounts:
+        """Cancel every open intent of a job, in batches; the counts canceled
+        and already final. A job still preparing is refused (Conflict): its
+        later pages would create intents after the cancel."""
+        why = parse_reason(reason)
+        if self.job(job_id)["status"] == "preparing":
+            raise Conflict("the job is still preparing; cancel it once it is dispatching")
+        which = CancelFilter(job_id=as_uuid(job_id))
+        return cancel_many(self.db, self.tenant, which, why.value, self.clock.now(), actor)
+
+    def cancel_where(
+        self,
+        reason: str,
+        *,
+        event_class: str | None = None,
+        recipient_ref: str | None = None,
+        correlation_id: str | None = None,
+        actor: str = "library",
+    ) -> CancelCounts:
+        """Cancel every open intent matching all the given filters (at least
+        one), in batches; the counts canceled and already final."""
+        why = parse_reason(reason)
+        which = CancelFilter(None, event_class, recipient_ref, correlation_id)
+        return cancel_many(self.db, self.tenant, which, why.value, self.clock.now(), actor)
 
     def timeline(self, intent_id: UUID | str) -> list[TimelineEntry]:
         self.get(intent_id)

@@ -28,6 +28,7 @@ class SetupMethods(ClientBase):
         subject: str | None = None,
         html_body: str | None = None,
         required_variables: tuple[str, ...] | list[str] = (),
+        dispatch_variables: tuple[str, ...] | list[str] = (),
         attachment_policy: str = "none",
         provider_template_ids: Mapping[str, str] | None = None,
         required_providers: tuple[str, ...] = (),
@@ -44,6 +45,7 @@ class SetupMethods(ClientBase):
             body=body,
             html_body=html_body,
             required_variables=tuple(required_variables),
+            dispatch_variables=tuple(dispatch_variables),
             attachment_policy=attachment_policy,
             provider_template_ids=provider_template_ids or {},
         )

@@ -29,7 +29,9 @@ from tidings.config import Settings
 from tidings.dispatch.runner import Worker
 from tidings.dispatch.steps import WorkerConfig
 from tidings.observability.metrics import serve_ledger_metrics
+from tidings.policies import builtin_document
 from tidings.providers.simulator_adapter import SimulatorAdapter
+from tidings.store import policies as policy_store
 from tidings.store.api_keys import create_key
 
 ALL_SCOPES = ("send", "read", "admin", "webhook")
@@ -99,6 +101,17 @@ class DevStack:
     def start_worker(self) -> None:
         """The background worker; the demo stages its race before starting it."""
         self._spawn(self.worker.run, self._stop, name="worker")
+
+    def example_policy(self) -> str:
+        """The tenant's current policy version, publishing the shipped
+        example first when it has none: a tenant without a policy is denied
+        everything, and `tidings up` is for trying things out. A policy the
+        user published is never replaced."""
+        with self.tidings.db.transaction() as conn:
+            existing = policy_store.current(conn, self.tidings.tenant)
+        if existing is not None:
+            return existing.version
+        return self.tidings.publish_policy(builtin_document("default"), actor="tidings up")
 
     def dev_key(self) -> str:
         with self.tidings.db.transaction() as conn:

@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 
-from tidings.domain.errors import IdempotencyConflict, InvalidInput
+from tidings.domain.errors import IdempotencyConflict, InvalidInput, MissingVariables
 from tidings.domain.ids import uuid7
 from tidings.domain.intent import Intent
 from tidings.domain.keys import check_key, fingerprint
@@ -27,6 +27,7 @@ from tidings.domain.states import IntentState
 from tidings.domain.storable import check_fields
 from tidings.store import ledger, policies, templates
 from tidings.store.database import fetch_all
+from tidings.templates.model import TemplateRevision
 from tidings.vault import Vault
 
 log = logging.getLogger("tidings.intake")
@@ -122,6 +123,7 @@ def create_or_replay(
             recipient.locale,
             request.template_revision,
         )
+        _check_variables(revision, request.variables)
     except InvalidInput:
         # A key already used answers for its first request: with that intent
         # (a replay) or as a conflict, never as a template error.
@@ -130,14 +132,16 @@ def create_or_replay(
             return _replayed(existing, request_hash), False
         raise
     stored = {"version": context[0]["policy_version"], "document": context[0]["policy_document"]}
-    policy = policies.current_from(conn, tenant, now, stored)
+    policy = policies.current_from(tenant, stored)
     row = _row(tenant, request, reference, request_hash, now, actor)
+    # Without a policy the intent is still created, and the claim denies it
+    # with POLICY_MISSING: the decision is recorded on the intent's timeline
+    # like any other.
+    budget = DEFAULT_RESEND_BUDGET if policy is None else policy.resend_budget
     row.update(
         template_revision=revision.revision,
-        policy_version=policy.version,
-        resend_budget=policy.resend_budget
-        if request.resend_budget is None
-        else request.resend_budget,
+        policy_version=None if policy is None else policy.version,
+        resend_budget=budget if request.resend_budget is None else request.resend_budget,
         ciphertext=vault.encrypt(recipient.destination),
     )
     created = ledger.create_intent(conn, row)
@@ -157,6 +161,15 @@ def create_or_replay(
     # The key is taken, by an earlier create (a replay) or a concurrent one:
     # the first intent stands, and nothing of this request was written.
     return _replayed(_by_key(conn, tenant, request), request_hash), False
+
+
+def _check_variables(revision: TemplateRevision, given: Mapping[str, Any]) -> None:
+    """Every required variable is given now, except those a minter fills at
+    dispatch: a create that would only fail at render is refused instead."""
+    exempt = set(revision.dispatch_variables)
+    missing = tuple(sorted(v for v in set(revision.required_variables) - exempt if v not in given))
+    if missing:
+        raise MissingVariables(f"{revision.name}@{revision.revision}", missing)
 
 
 def _by_key(conn: psycopg.Connection[Any], tenant: str, request: IntentRequest) -> Intent:

@@ -29,9 +29,7 @@ BINARY = "/usr/sbin/pgbouncer"
 
 
 @contextmanager
-def pgbouncer(
-    server_url: str, *, listen: str = "127.0.0.1", pool_size: int = 4
-) -> Iterator[int]:
+def pgbouncer(server_url: str, *, listen: str = "127.0.0.1", pool_size: int = 4) -> Iterator[int]:
     """Run PgBouncer for every database of `server_url`'s server; its port."""
     assert Path(BINARY).exists(), "pgbouncer is missing: run scripts/install-pgbouncer"
     server = conninfo_to_dict(server_url)

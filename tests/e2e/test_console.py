@@ -27,7 +27,7 @@ from fastapi.testclient import TestClient
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
-from tests.conftest import TEST_SECRET, _admin
+from tests.conftest import TEST_SECRET, _admin, with_example_policy
 from tests.integration.dispatch_helpers import (
     offer,
     publish_offer_template,
@@ -139,7 +139,7 @@ def console(pg_server_url: str, template_db: str) -> Iterator[Console]:
     _admin(pg_server_url, f"CREATE DATABASE {name} TEMPLATE {template_db}")
     db_url = make_conninfo(pg_server_url, dbname=name)
     clock = ManualClock()
-    t = Tidings(db_url, clock=clock, secret_key=TEST_SECRET)
+    t = with_example_policy(Tidings(db_url, clock=clock, secret_key=TEST_SECRET))
     canceled_id, canceled_at = _fill(t, clock)
     with t.db.transaction() as conn:
         _, key = api_keys.create_key(conn, t.tenant, ["read"], "console test")

@@ -36,7 +36,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import TEST_SECRET, clone_database, drop_database
+from tests.conftest import TEST_SECRET, clone_database, drop_database, with_example_policy
 from tidings import Tidings
 from tidings.devstack import free_port
 from tidings.domain.keys import attempt_key
@@ -124,7 +124,7 @@ def _run(url: str, home: Path, profile: str) -> Run:
         "TIDINGS_SIMULATOR_PROFILE": profile,
         "TIDINGS_SIMULATOR_WEBHOOK_SECRET": secret,
     }
-    with Tidings(url, secret_key=TEST_SECRET) as t:
+    with with_example_policy(Tidings(url, secret_key=TEST_SECRET)) as t:
         _prepare(t, channel)
         hook = f"http://127.0.0.1:{api_port}/v1/webhooks/simulator"
         sim_config = {

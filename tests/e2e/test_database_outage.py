@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import TEST_SECRET
+from tests.conftest import TEST_SECRET, with_example_policy
 from tidings import Tidings
 from tidings.devstack import free_port
 
@@ -67,7 +67,7 @@ def test_a_worker_started_before_its_database_migrates_and_sends_once_it_is_up(
             wait_until(lambda: retried(worker, log, 2), what="the worker retrying")
             postgres.start()
             wait_until(lambda: "running; channels" in output(log), what="the worker running")
-            with Tidings(url, secret_key=TEST_SECRET) as t:
+            with with_example_policy(Tidings(url, secret_key=TEST_SECRET)) as t:
                 t.publish_template("offer", channel="sms", body="A spot opened.")
                 intent = t.notify(
                     idempotency_key="offer:outage",
@@ -146,7 +146,7 @@ def test_a_worker_stopped_while_its_database_is_down_exits_within_its_lease(
     with simulator(seed=5, latency_ms=1500) as sim, log.open("wb") as out:
         worker = start_worker(url, tmp_path, sim, "--lease-seconds", str(lease), output=out)
         wait_until(lambda: "running; channels" in output(log), what="the worker running")
-        with Tidings(url, secret_key=TEST_SECRET) as t:
+        with with_example_policy(Tidings(url, secret_key=TEST_SECRET)) as t:
             ids = offers(t, "stop", 12)
             wait_until(
                 lambda: any(t.get(i).state.value == "sending" for i in ids),
@@ -164,7 +164,7 @@ def test_a_worker_stopped_while_its_database_is_down_exits_within_its_lease(
         postgres.start()
         second = start_worker(url, tmp_path, sim, "--lease-seconds", str(lease), output=out)
         try:
-            with Tidings(url, secret_key=TEST_SECRET) as t:
+            with with_example_policy(Tidings(url, secret_key=TEST_SECRET)) as t:
                 wait_until(
                     lambda: all(t.get(i).state.value in ("accepted", "delivered") for i in ids),
                     timeout=120,

@@ -22,7 +22,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.conftest import TEST_SECRET
+from tests.conftest import TEST_SECRET, with_example_policy
 from tidings import ManualClock, Tidings
 from tidings.devstack import free_port
 from tidings.store.api_keys import create_key
@@ -61,7 +61,7 @@ def test_migrations_run_through_the_pooler(fresh_db: str) -> None:
 def test_api_and_workers_through_pgbouncer_lose_nothing_and_send_nothing_twice(
     db_url: str, tmp_path: Path
 ) -> None:
-    with Tidings(db_url, secret_key=TEST_SECRET) as t:
+    with with_example_policy(Tidings(db_url, secret_key=TEST_SECRET)) as t:
         setup(t)
         with t.db.transaction() as conn:
             _, key = create_key(conn, t.tenant, ("send", "read", "admin"), "pgbouncer test")

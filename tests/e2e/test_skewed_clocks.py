@@ -28,7 +28,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.conftest import TEST_SECRET
+from tests.conftest import TEST_SECRET, with_example_policy
 from tidings import Tidings
 
 from .processes import ledger, offers, simulator, start_worker, wait_until
@@ -86,7 +86,7 @@ def backdate(db_url: str, ids: list[Any]) -> None:
 
 
 def engine(db_url: str) -> Tidings:
-    return Tidings(db_url, secret_key=TEST_SECRET)
+    return with_example_policy(Tidings(db_url, secret_key=TEST_SECRET))
 
 
 def lease_takeovers(db_url: str) -> int:
@@ -177,9 +177,7 @@ def early_retries(db_url: str, home: Path, clock: str) -> int:
             ):
                 wait_until(lambda: len(ledger(sim)) >= 30, what="the first calls")
                 # A few seconds of 429s: enough for a retry cut short to show.
-                wait_until(
-                    lambda: _seconds_since_first(ledger(sim)) >= 6, timeout=60, what="6 s"
-                )
+                wait_until(lambda: _seconds_since_first(ledger(sim)) >= 6, timeout=60, what="6 s")
                 httpx.put(f"{sim}/_config", json={"rate_429": 0.0}, timeout=5).raise_for_status()
             entries = ledger(sim)
     calls: dict[str, list[datetime]] = defaultdict(list)
@@ -220,9 +218,7 @@ def test_no_retry_comes_before_the_providers_retry_after(db_url: str, tmp_path: 
     reason="the proof of the harness runs in the system PostgreSQL's pass",
 )
 @pytest.mark.parametrize("fault", ["lease", "deadline", "retry"])
-def test_the_faults_show_on_the_hosts_own_clock(
-    db_url: str, tmp_path: Path, fault: str
-) -> None:
+def test_the_faults_show_on_the_hosts_own_clock(db_url: str, tmp_path: Path, fault: str) -> None:
     """The same runs on each host's own clock: each property breaks. This
     is what the database clock prevents, and proves the skew is real."""
     if fault == "lease":

@@ -11,7 +11,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.conftest import TEST_SECRET
+from tests.conftest import TEST_SECRET, with_example_policy
 from tidings import Tidings
 from tidings.domain.keys import attempt_key
 
@@ -21,7 +21,7 @@ SENT = {"accepted", "timeout_after_accept"}
 
 
 def engine(db_url: str) -> Tidings:
-    return Tidings(db_url, secret_key=TEST_SECRET)
+    return with_example_policy(Tidings(db_url, secret_key=TEST_SECRET))
 
 
 def states(db_url: str) -> Counter[str]:

@@ -15,6 +15,7 @@ from tidings.api.app import create_app
 from tidings.providers.base import ProviderAdapter
 from tidings.store.api_keys import create_key
 
+from ..conftest import publish_example_policy
 from .dispatch_helpers import OFFER_BODY
 
 ALL_SCOPES = ("send", "read", "admin", "webhook")
@@ -29,7 +30,13 @@ def client(t: Tidings, adapters: Mapping[str, ProviderAdapter] | None = None) ->
     return TestClient(create_app(t, adapters=adapters or {}), raise_server_exceptions=False)
 
 
-def new_key(t: Tidings, tenant: str, scopes: Iterable[str] = ALL_SCOPES) -> str:
+def new_key(
+    t: Tidings, tenant: str, scopes: Iterable[str] = ALL_SCOPES, *, policy: bool = True
+) -> str:
+    """A key for `tenant`, whose example policy is published unless `policy`
+    is False (a tenant that has published none is denied everything)."""
+    if policy:
+        publish_example_policy(t, tenant)
     with t.db.transaction() as conn:
         _, plaintext = create_key(conn, tenant, scopes, f"test key for {tenant}")
     return plaintext

@@ -73,7 +73,12 @@ def test_get_shows_the_attempt_and_the_ledger_times(
     assert intent["state"] == "accepted" and intent["version"] == 3
     assert intent["channel"] == "sms" and intent["recipient_ref"] == "member-1801"
     assert intent["resend_budget"] == 1 and intent["expires_at"]
-    assert intent["decision"] == {"code": "ALLOWED", "policy_version": "default-1"}
+    assert intent["decision"] == {
+        "code": "ALLOWED",
+        "policy_version": "default-1",
+        "retry_after": None,
+    }
+    assert intent["next_attempt_at"] is None  # accepted: nothing is due
     assert intent["created_at"] and intent["accepted_at"] and intent["terminal_at"] is None
     [attempt] = intent["attempts"]
     assert attempt["n"] == 1 and attempt["state"] == "accepted"
@@ -153,7 +158,8 @@ def test_policies_publish_and_list(api: TestClient) -> None:
     assert published.status_code == 201, published.text
     assert published.json() == {"version": "acme-2"}
     listed = api.get("/v1/policies").json()
-    assert listed["current"] == "acme-2" and [p["version"] for p in listed["items"]] == ["acme-2"]
+    versions = [p["version"] for p in listed["items"]]
+    assert listed["current"] == "acme-2" and versions == ["acme-2", "default-1"]  # the fixture's
     is_problem(api.post("/v1/policies", json={"version": "x"}), 422, "INVALID_INPUT")
     clash = {**document, "resend_budget": 3}
     is_problem(api.post("/v1/policies", json=clash), 409, "CONFLICT")

@@ -294,3 +294,29 @@ def test_a_budgeted_preparation_goes_on_page_by_page(
     assert w.prepare_jobs_once(budget_seconds=0.0) == 0  # nothing left to prepare
     with psycopg.connect(db_url) as conn:
         assert count(conn, "SELECT count(*) FROM intents") == 7
+
+
+@pytest.mark.usefixtures("with_report")
+def test_two_jobs_for_the_same_report_revision_each_count_their_whole_audience(
+    tidings: Tidings, clock: ManualClock, db_url: str
+) -> None:
+    # Two jobs (say a first mailing and a re-send to the same list) used to
+    # share per-recipient keys, and the second job's intents were dropped.
+    first = report_job(tidings, audience=audience(4))
+    second = report_job(
+        tidings, idempotency_key="report:8421:revision:7:again", audience=audience(4)
+    )
+    tidings.prepare_jobs()
+    for job in (first, second):
+        view = tidings.job(job["id"])
+        assert sum(view["counts"].values()) == 4, view["counts"]
+        assert view["counts"] == {"pending": 4}
+    w = worker(tidings, simulator(clock))
+    w.dispatch_once()
+    clock.advance(10)
+    w.reconcile_once()
+    for job in (first, second):
+        assert tidings.job(job["id"])["counts"] == {"delivered": 4}
+    with psycopg.connect(db_url) as conn:
+        assert count(conn, "SELECT count(*) FROM intents") == 8
+        assert count(conn, "SELECT count(DISTINCT idempotency_key) FROM intents") == 8

@@ -38,7 +38,7 @@ def offer(clock: ManualClock, **overrides: Any) -> dict[str, Any]:
             "timezone": "America/New_York",
         },
         "template": "waitlist_offer",
-        "variables": {"class_name": "Spin 7am"},
+        "variables": {"class_name": "Spin 7am", "deadline": "18:00"},
         "purpose": "transactional",
         "event_class": "waitlist_offer",
         "expires_at": clock.now() + timedelta(minutes=30),
@@ -80,7 +80,7 @@ def test_same_key_with_another_body_is_a_conflict(
 ) -> None:
     tidings.notify(**offer(clock))
     with pytest.raises(IdempotencyConflict):
-        tidings.notify(**offer(clock, variables={"class_name": "Yoga"}))
+        tidings.notify(**offer(clock, variables={"class_name": "Yoga", "deadline": "18:00"}))
     assert count(db_url, "intents") == 1
 
 

@@ -40,6 +40,7 @@ def build_machine(t: Tidings, clock: ManualClock) -> type[RuleBasedStateMachine]
                 channel="sms",
                 recipient={"ref": f"m{n}", "phone": "+14155550123"},
                 template="waitlist_offer",
+                variables={"class_name": "Spin 7am", "deadline": "18:00"},
                 purpose="transactional",
                 event_class="waitlist_offer",
                 expires_at=clock.now() + timedelta(hours=1),

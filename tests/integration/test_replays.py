@@ -105,7 +105,7 @@ def build(server_url: str, template: str) -> type[RuleBasedStateMachine]:
         @precondition(lambda self: self.intents)
         @rule(data=st.data())
         def cancel(self, data: st.DataObject) -> None:
-            intent_id = data.draw(st.sampled_from(self.intents))
+            intent_id = _pick(data, self.intents)
             for _ in range(data.draw(st.integers(1, 2))):
                 try:
                     self.t.cancel(intent_id, reason="member_left")
@@ -126,7 +126,7 @@ def build(server_url: str, template: str) -> type[RuleBasedStateMachine]:
         @precondition(lambda self: self.seen_webhooks)
         @rule(data=st.data())
         def replay_a_receipt(self, data: st.DataObject) -> None:
-            self._apply(data.draw(st.sampled_from(self.seen_webhooks)))
+            self._apply(_pick(data, self.seen_webhooks))
 
         @rule()
         def reconcile(self) -> None:
@@ -154,6 +154,14 @@ def build(server_url: str, template: str) -> type[RuleBasedStateMachine]:
                     assert got.terminal_at is not None
 
     return Replays
+
+
+def _pick(data: st.DataObject, items: list[Any]) -> Any:
+    """One of `items`, drawn the same way however many there are: how many
+    receipts a world has seen is not always the same between a run and
+    Hypothesis's replay of it, and a draw whose bounds follow the count then
+    fails as a flaky strategy instead of testing the example."""
+    return items[data.draw(st.integers(0, 2**16)) % len(items)]
 
 
 def test_replays_never_send_twice(pg_server_url: str, template_db: str) -> None:

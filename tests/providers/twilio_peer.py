@@ -42,6 +42,8 @@ def missing_peer(why: str) -> None:
     if REQUIRE_PEERS:
         pytest.fail(f"{why}, and TIDINGS_REQUIRE_PEERS=1 forbids skipping")
     pytest.skip(why)
+
+
 MESSAGES = "/2010-04-01/Accounts/{AccountSid}/Messages.json"
 MESSAGE = "/2010-04-01/Accounts/{AccountSid}/Messages/{Sid}.json"
 ACCOUNT = "AC" + "a" * 32
@@ -269,5 +271,3 @@ def _wait_for_prism(proc: subprocess.Popen[bytes], url: str, deadline_s: float =
         except httpx.TransportError:
             time.sleep(0.2)  # waiting on a real process, bounded by the deadline
     pytest.fail(f"prism not up within {deadline_s}s")
-
-

@@ -77,6 +77,7 @@ def _reset_template(t: Tidings) -> None:
         channel="sms",
         body="Reset your password: {{ reset_link }}",
         required_variables=["reset_link"],
+        dispatch_variables=["reset_link"],
     )
 
 

@@ -21,7 +21,7 @@ from uuid import UUID
 import httpx
 import psycopg
 
-from tests.conftest import TEST_SECRET
+from tests.conftest import TEST_SECRET, publish_example_policy
 from tests.e2e.processes import ledger, start_api, start_worker, wait_http, wait_until
 from tests.e2e.processes import simulator as simulator_process
 from tests.integration.api_support import auth, intent_body, new_key, publish_offer
@@ -66,6 +66,8 @@ def plant(db_url: str, sql: str, *params: Any) -> None:
 def plant_poison(t: Tidings, db_url: str) -> list[UUID]:
     """Four unreadable intents of the hostile tenant, each a different way."""
     hostile = t.for_tenant(HOSTILE)
+    publish_example_policy(hostile)
+    publish_example_policy(t, VICTIM)
     publish_offer_template(hostile)
     ids = [offer(hostile, n).id for n in range(1, 5)]
     plant(

@@ -20,7 +20,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.conftest import TEST_SECRET
+from tests.conftest import TEST_SECRET, with_example_policy
 from tests.e2e.processes import simulator, start_api, start_worker, wait_http, wait_until
 from tests.integration.api_support import auth, client, intent_body, new_key, publish_offer
 from tests.providers.test_twilio import status_callback
@@ -88,7 +88,7 @@ def test_two_tenants_with_one_key_each_receive_only_their_own_receipts(
     db_url: str, tmp_path: Path, api: tuple[str, str]
 ) -> None:
     api_url, sim = api
-    with Tidings(db_url, secret_key=TEST_SECRET) as t:
+    with with_example_policy(Tidings(db_url, secret_key=TEST_SECRET)) as t:
         keys = {}
         for tenant in ("tenant-a", "tenant-b"):
             publish_offer(t, tenant)

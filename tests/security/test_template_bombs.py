@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import TEST_SECRET
+from tests.conftest import TEST_SECRET, publish_example_policy
 from tests.integration.api_support import auth, client, intent_body, new_key, publish_offer
 from tests.integration.dispatch_helpers import offer, sends, simulator, worker
 from tidings import IntentState, ManualClock, Tidings
@@ -209,6 +209,7 @@ def test_the_workers_apply_the_configured_limits(db_url: str, clock: ManualClock
     settings = Settings(template_max_output_bytes=1024)
     t = Tidings(db_url, clock=clock, secret_key=TEST_SECRET, settings=settings)
     try:
+        publish_example_policy(t)
         t.publish_template(
             "waitlist_offer",
             channel="sms",

@@ -13,6 +13,7 @@ from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.conftest import publish_example_policy
 from tidings import ManualClock, Tidings
 from tidings.dispatch.runner import Worker
 
@@ -117,5 +118,6 @@ def canceled_offers(t: Tidings, count: int, start: int = 0) -> None:
 
 
 def ready_tenant(t: Tidings) -> Tidings:
+    publish_example_policy(t)
     publish_offer_template(t)
     return t

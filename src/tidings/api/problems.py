@@ -17,7 +17,7 @@ import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tidings.domain.errors import (
@@ -25,6 +25,7 @@ from tidings.domain.errors import (
     Conflict,
     InvalidInput,
     InvalidLine,
+    MissingVariables,
     NotFound,
     StaleTransition,
     TidingsError,
@@ -58,6 +59,11 @@ class Problem(BaseModel):
     line: int | None = None
     state: str | None = None
     errors: list[FieldProblem] | None = None
+    missing: list[str] | None = Field(
+        default=None,
+        description="MISSING_VARIABLES: the template's required variables not given",
+        examples=[["deadline"]],
+    )
 
 
 class ApiError(Exception):
@@ -159,6 +165,8 @@ def from_api_error(exc: ApiError) -> JSONResponse:
 def from_domain_error(exc: TidingsError) -> JSONResponse:
     if isinstance(exc, InvalidLine):
         return problem(422, exc.code, exc.message, field=exc.field, line=exc.line)
+    if isinstance(exc, MissingVariables):
+        return problem(422, exc.code, exc.message, field=exc.field, missing=list(exc.missing))
     if isinstance(exc, InvalidInput):
         return problem(422, exc.code, exc.message, field=exc.field)
     if isinstance(exc, AlreadyTerminal):

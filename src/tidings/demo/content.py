@@ -40,12 +40,14 @@ TEMPLATES: list[dict[str, Any]] = [
             "We reset your password after suspicious sign-ins. Choose a new one: {{ reset_link }}"
         ),
         "required_variables": ["reset_link"],
+        "dispatch_variables": ["reset_link"],  # minted at dispatch, never stored
     },
     {
         "name": "password_reset",
         "channel": "sms",
         "body": "Your account was frozen. Reset your password: {{ reset_link }}",
         "required_variables": ["reset_link"],
+        "dispatch_variables": ["reset_link"],  # minted at dispatch, never stored
     },
 ]
 

@@ -153,12 +153,12 @@ def _apply(
     actor = f"worker:{request.owner}"
     code, version = decision.code, decision.policy_version
     if result.verdict is ClaimVerdict.SEND:
-        room = consume(
-            conn, intent.tenant_id, rate_keys(intent, result.policy, request.provider), now
-        )
+        policy = result.policy
+        assert policy is not None  # only a published policy allows a send
+        room = consume(conn, intent.tenant_id, rate_keys(intent, policy, request.provider), now)
         if room.allowed:
-            return _start_attempt(intent, result, request, now, actor, detail)
-        decision = limit_decision(result.policy, room, now)
+            return _start_attempt(intent, policy, result, request, now, actor, detail)
+        decision = limit_decision(policy, room, now)
         if room.key is not None and decision.retry_after_seconds is not None:
             record_rate_limit_wait(room.key.scope, decision.retry_after_seconds)
         verdict = claim_verdict(decision, now=now, expires_at=intent.expires_at)
@@ -170,6 +170,10 @@ def _apply(
         move = ledger.Move(
             next_due_at=decision.not_before, decision_code=code, policy_version=version
         )
+        if decision.not_before is not None:  # so the timeline says when it goes
+            detail["next_attempt_at"] = decision.not_before.isoformat()
+        if decision.retry_after_seconds is not None:
+            detail["retry_after_seconds"] = decision.retry_after_seconds
     elif result.verdict is ClaimVerdict.SHADOW:
         # record what would have happened, never call a provider
         detail["would"] = "send" if decision.allowed else decision.code
@@ -181,6 +185,7 @@ def _apply(
 
 def _start_attempt(
     intent: Intent,
+    policy: Policy,
     result: GateResult,
     request: ClaimRequest,
     now: datetime,
@@ -198,7 +203,7 @@ def _start_attempt(
     step = ledger.Step(
         intent, claim_event(ClaimVerdict.SEND), actor, move, {**detail, "attempt": n}
     )
-    return _Start(step, n, attempt_key(intent.id, n), result.policy)
+    return _Start(step, n, attempt_key(intent.id, n), policy)
 
 
 def _shadow_scopes(conn: Conn, tenants: set[str]) -> set[tuple[str, str, str]]:

@@ -29,7 +29,7 @@ Conn = psycopg.Connection[Any]
 class GateResult:
     verdict: ClaimVerdict
     decision: Decision
-    policy: Policy
+    policy: Policy | None  # None: the tenant has published none (POLICY_MISSING)
 
 
 # Supplies what the policy needs to know about the recipient (consent,
@@ -64,8 +64,10 @@ def decide(
     facts: RecipientFacts = bare_facts,
     row: Mapping[str, Any] | None = None,
 ) -> GateResult:
-    policy = frozen_policy(conn, intent, now)
-    if deadline_passed(intent.expires_at, now):  # no rule needs consulting
+    policy = frozen_policy(conn, intent)
+    if policy is None:
+        decision = rules.policy_missing()
+    elif deadline_passed(intent.expires_at, now):  # no rule needs consulting
         decision = Decision(False, rules.EXPIRED, policy.version)
     else:
         decision = rules.evaluate(policy, facts(conn, intent, policy, now, row or {}))
@@ -73,7 +75,18 @@ def decide(
     return GateResult(verdict, decision, policy)
 
 
-def frozen_policy(conn: Conn, intent: Intent, now: datetime) -> Policy:
+def sent_policy(conn: Conn, intent: Intent) -> Policy:
+    """The policy of an intent that has had an attempt: one always exists,
+    since an attempt starts only on a decision some policy allowed."""
+    policy = frozen_policy(conn, intent)
+    if policy is None:
+        raise LookupError(f"intent {intent.id} has an attempt but no policy")
+    return policy
+
+
+def frozen_policy(conn: Conn, intent: Intent) -> Policy | None:
+    """The version frozen on the intent; one created before its tenant had
+    a policy takes the current one, if there is one now."""
     if intent.policy_version is None:
-        return policies.current(conn, intent.tenant_id, now)
+        return policies.current(conn, intent.tenant_id)
     return policies.by_version(conn, intent.tenant_id, intent.policy_version)

@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from tidings.dispatch.gate import frozen_policy
+from tidings.dispatch.gate import sent_policy
 from tidings.dispatch.lookup import Evidence, look_up
 from tidings.dispatch.observe import apply_observation, carry_settled_attempt
 from tidings.domain.attempts import NOT_RECEIVED_FROM, STILL_OPEN
@@ -88,7 +88,7 @@ def _call_not_started(conn: Conn, intent: Intent, attempt: Attempt, now: datetim
 
 
 def _outcome_unknown(conn: Conn, intent: Intent, ref: AttemptRef, now: datetime) -> None:
-    give_up = frozen_policy(conn, intent, now).poll_schedule.give_up_after_seconds
+    give_up = sent_policy(conn, intent).poll_schedule.give_up_after_seconds
     marked = attempts.settle(
         conn,
         ref,
@@ -267,7 +267,7 @@ def _schedule_next(
         return  # settled by what we just applied
     intent = ledger.get_intent(conn, attempt.tenant_id, attempt.intent_id)
     assert intent is not None
-    schedule = frozen_policy(conn, intent, now).poll_schedule
+    schedule = sent_policy(conn, intent).poll_schedule
     base = current.accepted_at or current.created_at
     following = next_check_at(schedule, base, current.check_count, rng)
     expired = current.checks_expire_at is not None and now >= current.checks_expire_at

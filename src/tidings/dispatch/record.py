@@ -270,12 +270,14 @@ def _deferred(
         delay = remaining or 0.0
     if result.code is RejectCode.RATE_LIMITED:
         record_rate_limit_wait("provider", delay)
-    move = ledger.Move(next_due_at=now + timedelta(seconds=delay), decision_code=result.code.value)
+    due = now + timedelta(seconds=delay)
+    move = ledger.Move(next_due_at=due, decision_code=result.code.value)
     detail = {
         "code": result.code.value,
         "retry_after": result.retry_after_seconds,
         "delay": round(delay, 3),
         "failures": failures,
+        "next_attempt_at": due.isoformat(),
     }
     return _move(conn, claimed, Event.PROVIDER_DEFERRED, now, move, detail)
 

@@ -28,6 +28,29 @@ class InvalidInput(TidingsError, ValueError):
         self.message = message
 
 
+class MissingVariables(InvalidInput):
+    """A create that lacks required variables of its template revision:
+    refused with nothing created, instead of failing later at render."""
+
+    code = "MISSING_VARIABLES"
+
+    def __init__(self, template: str, missing: tuple[str, ...]) -> None:
+        super().__init__(
+            "variables", f"template {template} needs {', '.join(missing)}, which were not given"
+        )
+        self.missing = missing
+
+
+class PolicyMissing(InvalidInput):
+    """A job asked of a tenant that has published no policy: its channels
+    cannot be resolved, so nothing is created."""
+
+    code = "POLICY_MISSING"
+
+    def __init__(self, message: str) -> None:
+        super().__init__("policy", message)
+
+
 class InvalidLine(InvalidInput):
     """Invalid input at one line (1-based) of a streamed body: a client
     fixing a million-line upload needs the line, not just the field."""

@@ -48,8 +48,21 @@ def report_key(report_id: str, revision: int | str, channel: str) -> str:
     return f"report:{report_id}:revision:{revision}:{channel}"
 
 
-def job_recipient_key(job_key: str, recipient_ref: str, channel: str) -> str:
-    return f"job:{job_key}:{recipient_ref}:{channel}"
+def job_recipient_key(
+    job_id: UUID | str, recipient_ref: str, channel: str, report: str | None = None
+) -> str:
+    """One recipient's intent key within one job, `report` its report_key.
+
+    The job's id is part of it: two jobs for the same report revision (a
+    mailing and a later re-send to the same list) are different intents, and
+    a key shared between them would let the second job's insert drop its
+    intents and leave its counts short of its audience. A replayed job is
+    the same job (its idempotency key finds it), so it still inserts nothing
+    twice.
+    """
+    if report:
+        return f"job:{UUID(str(job_id))}:{report}:{recipient_ref}"
+    return f"job:{UUID(str(job_id))}:{recipient_ref}:{channel}"
 
 
 def fingerprint(request: Mapping[str, Any]) -> str:

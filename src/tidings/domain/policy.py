@@ -49,6 +49,16 @@ NO_SEND_WINDOW: Final = "NO_SEND_WINDOW"
 RECIPIENT_LIMIT: Final = "RECIPIENT_LIMIT"
 RATE_LIMITED: Final = "RATE_LIMITED"
 SPEND_LIMIT: Final = "SPEND_LIMIT"
+POLICY_MISSING: Final = "POLICY_MISSING"
+
+# Said wherever POLICY_MISSING is answered: deny-by-default is only humane
+# if the denial says how to stop being denied.
+POLICY_MISSING_HELP: Final = (
+    "no policy is published for this tenant, and nothing is allowed without one: "
+    "publish one with `tidings policy publish FILE --tenant T` or `POST /v1/policies`; "
+    "the shipped examples (default.json, eu.json, us.json in tidings/policies) "
+    "are a starting point"
+)
 
 RETRYABLE_CODES: Final = frozenset({QUIET_WINDOW, RECIPIENT_LIMIT, RATE_LIMITED, SPEND_LIMIT})
 
@@ -116,7 +126,7 @@ class PolicyRequest:
 class Decision:
     allowed: bool
     code: str
-    policy_version: str
+    policy_version: str | None  # None only for POLICY_MISSING
     retry_after_seconds: int | None = None
     not_before: datetime | None = None
     detail: str | None = None
@@ -128,6 +138,11 @@ class Decision:
     @property
     def retryable(self) -> bool:
         return not self.allowed and self.not_before is not None
+
+
+def policy_missing() -> Decision:
+    """The decision for a tenant that has published no policy: a final no."""
+    return Decision(False, POLICY_MISSING, None, detail=POLICY_MISSING_HELP)
 
 
 def _deny(policy: Policy, code: str, detail: str | None = None) -> Decision:

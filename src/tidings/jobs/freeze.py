@@ -25,9 +25,16 @@ from uuid import UUID
 import psycopg
 from psycopg.types.json import Jsonb
 
-from tidings.domain.errors import AudienceUploadUsed, IdempotencyConflict, InvalidInput, NotFound
+from tidings.domain.errors import (
+    AudienceUploadUsed,
+    IdempotencyConflict,
+    InvalidInput,
+    NotFound,
+    PolicyMissing,
+)
 from tidings.domain.ids import uuid7
 from tidings.domain.keys import fingerprint
+from tidings.domain.policy import POLICY_MISSING_HELP
 from tidings.jobs import uploads
 from tidings.jobs.request import AudienceMember, JobRequest
 from tidings.observability.logging import job_context, log_context
@@ -209,7 +216,9 @@ def _job_params(
         # provider cannot send would fail every recipient, one by one.
         ensure_template_ids(rev, needs.get(channel, ()))
     revisions = {channel: rev.revision for channel, rev in resolved.items()}
-    policy = policies.current(conn, tenant, now)
+    policy = policies.current(conn, tenant)
+    if policy is None:
+        raise PolicyMissing(POLICY_MISSING_HELP)
     if request.report is not None:
         report = fetch_one(
             conn,

@@ -248,9 +248,10 @@ def _intent_row(
 
 
 def _key(job: Mapping[str, Any], ref: str, channel: str) -> str:
+    report = None
     if job["report_id"]:
-        return f"{report_key(job['report_id'], job['report_revision'], channel)}:{ref}"
-    return job_recipient_key(job["idempotency_key"], ref, channel)
+        report = report_key(job["report_id"], job["report_revision"], channel)
+    return job_recipient_key(job["id"], ref, channel, report)
 
 
 def _stage(conn: Conn, rows: list[tuple[Any, ...]]) -> None:

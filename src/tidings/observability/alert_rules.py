@@ -106,9 +106,7 @@ def _unknown(
     offers told what became of it. Never resent blind, so a person decides."""
     for row in rows:
         objective = config.objective_for(row["event_class"], row["channel"])
-        severity: Severity = (
-            "page" if row["recipients"] >= objective.page_recipients else "warning"
-        )
+        severity: Severity = "page" if row["recipients"] >= objective.page_recipients else "warning"
         reconciled = last.get((row["tenant_id"], row["channel"]))
         providers = ", ".join(row["providers"] or []) or "the provider"
         action = (

@@ -210,9 +210,7 @@ class ProviderAdapter(ABC):
         ]
 
     @classmethod
-    def map_status(
-        cls, raw_status: str, raw_code: str | None
-    ) -> tuple[ObservedStatus, str | None]:
+    def map_status(cls, raw_status: str, raw_code: str | None) -> tuple[ObservedStatus, str | None]:
         status = cls.status_map.get(raw_status.lower(), ObservedStatus.unknown)
         return status, None if raw_code is None else cls.map_code(raw_code).value
 

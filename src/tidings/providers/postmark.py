@@ -240,9 +240,7 @@ class PostmarkAdapter(HttpProviderAdapter):
     # --- webhooks -----------------------------------------------------------
 
     @classmethod
-    def map_status(
-        cls, raw_status: str, raw_code: str | None
-    ) -> tuple[ObservedStatus, str | None]:
+    def map_status(cls, raw_status: str, raw_code: str | None) -> tuple[ObservedStatus, str | None]:
         status, code = super().map_status(raw_status, raw_code)
         if raw_status.lower() == "bounce":
             kind = (raw_code or "").lower()

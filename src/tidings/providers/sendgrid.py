@@ -192,9 +192,7 @@ class SendGridAdapter(HttpProviderAdapter):
     # --- event webhook ------------------------------------------------------
 
     @classmethod
-    def map_status(
-        cls, raw_status: str, raw_code: str | None
-    ) -> tuple[ObservedStatus, str | None]:
+    def map_status(cls, raw_status: str, raw_code: str | None) -> tuple[ObservedStatus, str | None]:
         status, code = super().map_status(raw_status, raw_code)
         if raw_status.lower() == "bounce" and (raw_code or "").lower() == "blocked":
             status = ObservedStatus.undelivered  # a soft bounce: a later resend may pass

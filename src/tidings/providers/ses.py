@@ -149,9 +149,7 @@ class SesAdapter(AwsAdapter):
     # --- events (configuration-set event destination -> SNS -> us) ----------
 
     @classmethod
-    def map_status(
-        cls, raw_status: str, raw_code: str | None
-    ) -> tuple[ObservedStatus, str | None]:
+    def map_status(cls, raw_status: str, raw_code: str | None) -> tuple[ObservedStatus, str | None]:
         status, code = super().map_status(raw_status, raw_code)
         if raw_status.lower() == "bounce" and (raw_code or "").lower() == "permanent":
             status = ObservedStatus.failed  # a hard bounce: resending to it cannot help

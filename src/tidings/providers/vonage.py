@@ -207,9 +207,7 @@ class VonageAdapter(HttpProviderAdapter):
     # --- delivery receipts --------------------------------------------------
 
     @classmethod
-    def map_status(
-        cls, raw_status: str, raw_code: str | None
-    ) -> tuple[ObservedStatus, str | None]:
+    def map_status(cls, raw_status: str, raw_code: str | None) -> tuple[ObservedStatus, str | None]:
         status = cls.status_map.get(raw_status.lower(), ObservedStatus.unknown)
         if raw_code is None:
             return status, None

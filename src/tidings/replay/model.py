@@ -40,6 +40,7 @@ CODES: Final = frozenset(
         rules.RECIPIENT_LIMIT,
         rules.RATE_LIMITED,
         rules.SPEND_LIMIT,
+        rules.POLICY_MISSING,
     }
 )
 

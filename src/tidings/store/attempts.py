@@ -235,13 +235,9 @@ def lease_due_checks(
     (in the same statement) so other workers leave it alone while this one
     looks it up. Each comes as it was before the lease: the schedule counts
     from its check count before this check."""
-    rows = fetch_all(
-        conn, "due_checks", {"now": now, "limit": limit, "lease_until": lease_until}
-    )
+    rows = fetch_all(conn, "due_checks", {"now": now, "limit": limit, "lease_until": lease_until})
     return [
-        DueCheck(
-            Attempt.from_row(r), IntentState(r["intent_state"]), r["intent_destination_hash"]
-        )
+        DueCheck(Attempt.from_row(r), IntentState(r["intent_state"]), r["intent_destination_hash"])
         for r in rows
     ]
 

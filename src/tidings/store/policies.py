@@ -16,14 +16,9 @@ import psycopg
 
 from tidings.domain.errors import Conflict, InvalidInput
 from tidings.domain.policy_document import Policy, PolicyError, parse_policy
-from tidings.policies import builtin_document
 from tidings.store.database import Row, fetch_all, fetch_one
 
 Conn = psycopg.Connection[Any]
-
-# Applies to a tenant that has published nothing yet, so the library works
-# out of the box; it is an ordinary stored version, visible on every intent.
-DEFAULT_POLICY = "default"
 
 _cache: dict[tuple[str, str], Policy] = {}
 _lock = threading.Lock()
@@ -55,15 +50,21 @@ def publish(
     return policy
 
 
-def current(conn: Conn, tenant_id: str, now: datetime) -> Policy:
+def current(conn: Conn, tenant_id: str) -> Policy | None:
+    """The tenant's newest version; None when it has published none.
+
+    Nothing is published on the tenant's behalf: deny-by-default means a
+    tenant without a policy is denied (POLICY_MISSING), never given one that
+    allows everything.
+    """
     row = fetch_one(conn, "current_policy", {"tenant_id": tenant_id})
-    return current_from(conn, tenant_id, now, row or {})
+    return current_from(tenant_id, row or {})
 
 
-def current_from(conn: Conn, tenant_id: str, now: datetime, row: Mapping[str, Any]) -> Policy:
+def current_from(tenant_id: str, row: Mapping[str, Any]) -> Policy | None:
     """`current` from a row already read (`version`, `document`, maybe NULL)."""
     if row.get("version") is None:
-        return publish(conn, tenant_id, builtin_document(DEFAULT_POLICY), now, "system")
+        return None
     return _parsed(tenant_id, row["version"], row["document"])
 
 

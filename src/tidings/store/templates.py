@@ -33,6 +33,7 @@ def revision_from_row(row: Mapping[str, Any]) -> TemplateRevision:
         required_variables=tuple(row["required_variables"]),
         attachment_policy=row["attachment_policy"],
         provider_template_ids=row["provider_template_ids"],
+        dispatch_variables=tuple(row.get("dispatch_variables") or ()),
     )
 
 
@@ -67,6 +68,7 @@ def publish(conn: Conn, draft: TemplateRevision, now: datetime, actor: str) -> T
         required_variables=draft.required_variables,
         attachment_policy=draft.attachment_policy,
         provider_template_ids=draft.provider_template_ids,
+        dispatch_variables=draft.dispatch_variables,
     )
     execute(conn, "insert_template", _params(stored, now, actor))
     return stored
@@ -83,6 +85,7 @@ def _params(rev: TemplateRevision, now: datetime, actor: str) -> dict[str, Any]:
         "body": rev.body,
         "html_body": rev.html_body,
         "required_variables": list(rev.required_variables),
+        "dispatch_variables": list(rev.dispatch_variables),
         "attachment_policy": rev.attachment_policy,
         "provider_template_ids": dict(rev.provider_template_ids),
         "content_hash": rev.content_hash,

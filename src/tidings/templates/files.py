@@ -54,6 +54,7 @@ FILE_FIELDS: Final[frozenset[str]] = frozenset(
         "body",
         "html_body",
         "required_variables",
+        "dispatch_variables",
         "attachment_policy",
         "provider_template_ids",
         "revision",
@@ -90,6 +91,10 @@ def revision_from_dict(
     if not isinstance(variables, list):
         problems.append(Problem("INVALID_FIELD", "required_variables", "must be a list of strings"))
         variables = []
+    at_dispatch = data.get("dispatch_variables", [])
+    if not isinstance(at_dispatch, list) or not all(isinstance(v, str) for v in at_dispatch):
+        problems.append(Problem("INVALID_FIELD", "dispatch_variables", "must be a list of strings"))
+        at_dispatch = []
     mapping = data.get("provider_template_ids") or {}
     if not isinstance(mapping, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()
@@ -115,6 +120,7 @@ def revision_from_dict(
         subject=text("subject", optional=True),
         body=text("body") or "",
         required_variables=tuple(variables),
+        dispatch_variables=tuple(at_dispatch),
         attachment_policy=text("attachment_policy", optional=True) or "none",
         provider_template_ids=mapping,
         html_body=text("html_body", optional=True),

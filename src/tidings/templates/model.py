@@ -145,10 +145,14 @@ class TemplateRevision:
         default_factory=lambda: MappingProxyType({}), hash=False
     )
     html_body: str | None = None
+    # Required variables a minter fills at dispatch (a reset link): exempt
+    # from the create-time check that every other one was given.
+    dispatch_variables: tuple[str, ...] = ()
     content_hash: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "required_variables", tuple(self.required_variables))
+        object.__setattr__(self, "dispatch_variables", tuple(self.dispatch_variables))
         object.__setattr__(
             self, "provider_template_ids", _freeze_mapping(self.provider_template_ids)
         )
@@ -164,7 +168,11 @@ class TemplateRevision:
 
 
 def canonical_content(rev: TemplateRevision) -> dict[str, Any]:
+    # dispatch_variables only when declared, so every revision stored before
+    # they existed keeps its hash.
+    extra = {"dispatch_variables": sorted(rev.dispatch_variables)} if rev.dispatch_variables else {}
     return {
+        **extra,
         "attachment_policy": rev.attachment_policy,
         "body": rev.body,
         "channel": rev.channel,

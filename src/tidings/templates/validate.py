@@ -200,6 +200,13 @@ def _declared_variables(rev: TemplateRevision, facts: RevisionFacts) -> Iterator
             yield _problem("DUPLICATE_VARIABLE", "required_variables", f"{var!r} is declared twice")
         else:
             seen.add(var)
+    for var in rev.dispatch_variables:
+        if var not in seen:
+            yield _problem(
+                "UNDECLARED_VARIABLE",
+                "dispatch_variables",
+                f"{var!r} is filled at dispatch but not declared in required_variables",
+            )
 
 
 def _undeclared_variables(rev: TemplateRevision, facts: RevisionFacts) -> Iterator[Problem]:

@@ -9,6 +9,8 @@ from fastapi import APIRouter, Response
 
 from tidings.api.auth import Caller, Reader, Sender
 from tidings.api.openapi import NOT_FOUND, WITH_BODY, responses
+from tidings.api.problems import Problem
+from tidings.api.schemas.cancel import CancelCountsOut, CancelManyIn
 from tidings.api.schemas.intents import CancelIn, IntentIn, IntentOut, Timeline, TimelineEntryOut
 from tidings.domain.intent import Intent
 from tidings.intake import IntentRequest, create_or_replay
@@ -16,12 +18,31 @@ from tidings.store import ledger
 
 router = APIRouter(prefix="/v1/intents", tags=["intents"])
 
+MISSING_VARIABLES_EXAMPLE = {
+    "type": "urn:tidings:problem:missing-variables",
+    "title": "Unprocessable Content",
+    "status": 422,
+    "detail": "template waitlist_offer@1 needs deadline, which were not given",
+    "code": "MISSING_VARIABLES",
+    "field": "variables",
+    "missing": ["deadline"],
+}
+
 
 @router.post(
     "",
     status_code=201,
     responses=responses(
-        *WITH_BODY, 409, extra={200: {"model": IntentOut, "description": "A replay of the key"}}
+        *WITH_BODY,
+        409,
+        extra={
+            200: {"model": IntentOut, "description": "A replay of the key"},
+            422: {
+                "model": Problem,
+                "description": "Invalid input, or required variables missing; nothing created",
+                "content": {"application/json": {"example": MISSING_VARIABLES_EXAMPLE}},
+            },
+        },
     ),
     summary="Record an intent to notify; a replayed key returns the first",
 )
@@ -35,6 +56,22 @@ def create_intent(body: IntentIn, caller: Sender, response: Response) -> IntentO
 @router.get("/{intent_id}", responses=responses(NOT_FOUND), summary="One intent and its attempts")
 def get_intent(intent_id: str, caller: Reader) -> IntentOut:
     return IntentOut.of(caller.tidings.get(intent_id))
+
+
+@router.post(
+    "/cancel",
+    responses=responses(*WITH_BODY),
+    summary="Cancel every open intent of an event class, recipient or correlation id",
+)
+def cancel_matching(body: CancelManyIn, caller: Sender) -> CancelCountsOut:
+    counts = caller.tidings.cancel_where(
+        body.reason.value,
+        event_class=body.event_class,
+        recipient_ref=body.recipient_ref,
+        correlation_id=body.correlation_id,
+        actor=caller.actor,
+    )
+    return CancelCountsOut(canceled=counts.canceled, already_final=counts.already_final)
 
 
 @router.post(

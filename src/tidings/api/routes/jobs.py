@@ -11,8 +11,9 @@ from pydantic import BaseModel, Field
 
 from tidings.api.auth import Reader, Sender
 from tidings.api.openapi import NOT_FOUND, WITH_BODY, responses
+from tidings.api.schemas.cancel import CancelCountsOut
 from tidings.api.schemas.common import JsonObject, Moment, RequestModel, Text
-from tidings.api.schemas.intents import TemplateRef
+from tidings.api.schemas.intents import CancelIn, TemplateRef
 from tidings.jobs.freeze import create_job
 from tidings.jobs.request import parse_job
 
@@ -116,6 +117,16 @@ def post_job(body: JobIn, caller: Sender, response: Response) -> JobAccepted:
 @router.get("/{job_id}", responses=responses(NOT_FOUND), summary="Status and counts, from rows")
 def get_job(job_id: str, caller: Reader) -> JobStatus:
     return JobStatus(**caller.tidings.job(job_id))
+
+
+@router.post(
+    "/{job_id}/cancel",
+    responses=responses(*WITH_BODY, NOT_FOUND, 409),
+    summary="Cancel every open intent of the job, in batches; 409 while it is preparing",
+)
+def cancel_job(job_id: str, body: CancelIn, caller: Sender) -> CancelCountsOut:
+    counts = caller.tidings.cancel_job(job_id, body.reason.value, actor=caller.actor)
+    return CancelCountsOut(canceled=counts.canceled, already_final=counts.already_final)
 
 
 @router.get(

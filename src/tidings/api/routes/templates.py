@@ -37,6 +37,7 @@ def publish_template(body: TemplateIn, caller: Admin) -> TemplatePublished:
         subject=body.subject,
         html_body=body.html_body,
         required_variables=body.required_variables,
+        dispatch_variables=body.dispatch_variables,
         attachment_policy=body.attachment_policy,
         provider_template_ids=body.provider_template_ids,
         required_providers=tuple(body.required_providers),
@@ -82,6 +83,7 @@ def _draft(tenant: str, body: TemplateIn) -> TemplateRevision:
         body=body.body,
         html_body=body.html_body,
         required_variables=tuple(body.required_variables),
+        dispatch_variables=tuple(body.dispatch_variables),
         attachment_policy=body.attachment_policy,
         provider_template_ids=body.provider_template_ids,
     )
@@ -97,6 +99,7 @@ def _out(r: TemplateRevision) -> TemplateOut:
         body=r.body,
         html_body=r.html_body,
         required_variables=list(r.required_variables),
+        dispatch_variables=list(r.dispatch_variables),
         attachment_policy=r.attachment_policy,
         provider_template_ids=dict(r.provider_template_ids),
         content_hash=r.content_hash,

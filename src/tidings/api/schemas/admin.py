@@ -42,6 +42,13 @@ class TemplateIn(RequestModel):
     required_variables: list[Annotated[Text, Field(max_length=100)]] = Field(
         default_factory=list, max_length=100
     )
+    dispatch_variables: list[Annotated[Text, Field(max_length=100)]] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Required variables a minter fills at dispatch (a reset link); "
+        "every other required variable must be given when an intent is created",
+        examples=[["reset_link"]],
+    )
     attachment_policy: Text = Field(default="none", max_length=20)
     provider_template_ids: dict[
         Annotated[Text, Field(max_length=100)], Annotated[Text, Field(max_length=200)]
@@ -78,6 +85,7 @@ class TemplateOut(BaseModel):
     body: str
     html_body: str | None
     required_variables: list[str]
+    dispatch_variables: list[str]
     attachment_policy: str
     provider_template_ids: dict[str, str]
     content_hash: str

@@ -114,6 +114,16 @@ class AttemptOut(BaseModel):
 class Decision(BaseModel):
     code: str | None
     policy_version: str | None
+    retry_after: datetime | None = Field(
+        default=None,
+        description="For a decision that rescheduled the intent (a quiet window, a rate "
+        "limit, a provider's 429): the time it may go again; null otherwise",
+        examples=["2026-12-01T08:00:00Z"],
+    )
+
+
+# States in which an intent waits for a claim at `next_due_at`.
+_WAITING = frozenset({"pending", "resend_due"})
 
 
 class TemplateUsed(BaseModel):
@@ -135,6 +145,11 @@ class IntentOut(BaseModel):
     template_revision: int | None
     policy_version: str | None
     decision: Decision
+    next_attempt_at: datetime | None = Field(
+        description="When a worker will next consider it (pending or resend_due); "
+        "null when it is sending, accepted or final",
+        examples=["2026-12-01T08:00:00Z"],
+    )
     cancel_reason: str | None
     resend_budget: int
     attempt_count: int
@@ -162,7 +177,12 @@ class IntentOut(BaseModel):
             template=TemplateUsed(name=i.template_name, revision=i.template_revision),
             template_revision=i.template_revision,
             policy_version=i.policy_version,
-            decision=Decision(code=i.decision_code, policy_version=i.policy_version),
+            decision=Decision(
+                code=i.decision_code,
+                policy_version=i.policy_version,
+                retry_after=_retry_after(i),
+            ),
+            next_attempt_at=i.next_due_at if i.state.value in _WAITING else None,
             cancel_reason=i.cancel_reason,
             resend_budget=i.resend_budget,
             attempt_count=i.attempt_count,
@@ -208,3 +228,12 @@ class TimelineEntryOut(BaseModel):
 class Timeline(BaseModel):
     intent_id: UUID
     entries: list[TimelineEntryOut]
+
+
+def _retry_after(i: Intent) -> datetime | None:
+    """The next eligible time of a rescheduling decision: the intent waits
+    with a decision code that is not an allowance (a send decision is
+    ALLOWED, a creation has none)."""
+    waiting = i.state.value in _WAITING and i.decision_code not in (None, "ALLOWED")
+    later = i.next_due_at is not None and i.next_due_at > i.updated_at
+    return i.next_due_at if waiting and later else None

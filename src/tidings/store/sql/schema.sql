@@ -230,6 +230,7 @@ CREATE TABLE templates (
     content_hash          text        NOT NULL,
     created_at            timestamptz NOT NULL,
     created_by            text        NOT NULL,
+    dispatch_variables    text[]      NOT NULL DEFAULT '{}',
     PRIMARY KEY (tenant_id, name, revision)
 );
 

@@ -24,7 +24,8 @@ SELECT p.version AS policy_version, p.document AS policy_document,
        t.channel AS t_channel, t.locale AS t_locale, t.subject AS t_subject, t.body AS t_body,
        t.html_body AS t_html_body, t.required_variables AS t_required_variables,
        t.attachment_policy AS t_attachment_policy,
-       t.provider_template_ids AS t_provider_template_ids
+       t.provider_template_ids AS t_provider_template_ids,
+       t.dispatch_variables AS t_dispatch_variables
 FROM (SELECT 1) AS one
 LEFT JOIN LATERAL (
     SELECT version, document FROM policies WHERE tenant_id = %(tenant_id)s

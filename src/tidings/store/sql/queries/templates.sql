@@ -8,10 +8,11 @@ FROM templates WHERE tenant_id = %(tenant_id)s AND name = %(name)s;
 -- name: insert_template
 INSERT INTO templates (tenant_id, name, revision, channel, locale, subject, body, html_body,
                        required_variables, attachment_policy, provider_template_ids,
-                       content_hash, created_at, created_by)
+                       content_hash, created_at, created_by, dispatch_variables)
 VALUES (%(tenant_id)s, %(name)s, %(revision)s, %(channel)s, %(locale)s, %(subject)s, %(body)s,
         %(html_body)s, %(required_variables)s, %(attachment_policy)s,
-        %(provider_template_ids)s, %(content_hash)s, %(now)s, %(actor)s);
+        %(provider_template_ids)s, %(content_hash)s, %(now)s, %(actor)s,
+        %(dispatch_variables)s);
 
 -- name: latest_same_content
 SELECT * FROM templates

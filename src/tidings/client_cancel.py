@@ -1,0 +1,84 @@
+"""Canceling many intents at once: a whole job, or every open intent of an
+event class, a recipient or a correlation id (seed 000 cancels a class or a
+member).
+
+Each intent moves by the same version-checked transition as a single
+cancel (`client.cancel_intent`), so the cancellation race rules hold
+unchanged: a claim that committed first sends, one that had not is stale.
+The work goes in batches, each its own transaction, so canceling a
+100,000-recipient job never holds one huge transaction or its row locks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from tidings.domain.errors import AlreadyTerminal, InvalidInput
+from tidings.store.database import Database, fetch_all, fetch_one
+
+BATCH_SIZE = 500
+_FIRST = UUID(int=0)
+
+
+@dataclass(frozen=True)
+class CancelFilter:
+    job_id: UUID | None = None
+    event_class: str | None = None
+    recipient_ref: str | None = None
+    correlation_id: str | None = None
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "event_class": self.event_class,
+            "recipient_ref": self.recipient_ref,
+            "correlation_id": self.correlation_id,
+        }
+
+    def check(self) -> CancelFilter:
+        if all(v is None for v in self.params().values()):
+            # Never "cancel everything" by leaving the filter out.
+            raise InvalidInput(
+                "filter", "give at least one of job_id, event_class, recipient_ref, correlation_id"
+            )
+        return self
+
+
+@dataclass(frozen=True)
+class CancelCounts:
+    canceled: int
+    already_final: int
+
+
+def cancel_many(
+    db: Database,
+    tenant: str,
+    which: CancelFilter,
+    reason: str,
+    now: datetime,
+    actor: str,
+    batch_size: int = BATCH_SIZE,
+) -> CancelCounts:
+    from tidings.client import cancel_intent  # the single cancel, shared
+
+    which.check()
+    with db.transaction() as conn:
+        row = fetch_one(conn, "count_final_matching", {"tenant_id": tenant, **which.params()})
+    already_final = int(row["n"]) if row else 0
+    canceled, after = 0, _FIRST
+    while True:
+        with db.transaction() as conn:
+            params = {"tenant_id": tenant, "after": after, "limit": batch_size, **which.params()}
+            ids = [r["id"] for r in fetch_all(conn, "cancel_candidates", params)]
+            for intent_id in ids:
+                try:
+                    cancel_intent(conn, tenant, intent_id, reason, now, actor)
+                    canceled += 1
+                except AlreadyTerminal:  # finished between the read and the move
+                    already_final += 1
+        if len(ids) < batch_size:
+            return CancelCounts(canceled, already_final)
+        after = ids[-1]
