@@ -166,7 +166,7 @@ def late_sends(db_url: str, home: Path, clock: str) -> int:
 
 def early_retries(db_url: str, home: Path, clock: str) -> int:
     """The provider answers 429 with Retry-After: 20 to everything for a
-    while: how many calls came back sooner than it asked."""
+    while: how many calls of one intent came back sooner than it asked."""
     retry_after = 20
     with engine(db_url) as t:
         backdate(db_url, offers(t, f"retry-{clock}", 30))
@@ -175,9 +175,15 @@ def early_retries(db_url: str, home: Path, clock: str) -> int:
             with workers(
                 db_url, home, sim, ["normal", "ahead", "behind"], "--batch-size", "2", clock=clock
             ):
-                wait_until(lambda: len(ledger(sim)) >= 30, what="the first calls")
-                # A few seconds of 429s: enough for a retry cut short to show.
-                wait_until(lambda: _seconds_since_first(ledger(sim)) >= 6, timeout=60, what="6 s")
+                wait_until(lambda: len(ledger(sim)) >= 1, what="the first calls")
+                # The first 429 pauses the account for every worker until its
+                # Retry-After: the calls after it show whether anyone came
+                # back sooner, on its own clock, than the provider asked.
+                wait_until(
+                    lambda: _seconds_since_first(ledger(sim)) >= retry_after + 2,
+                    timeout=90,
+                    what="calls after the first Retry-After",
+                )
                 httpx.put(f"{sim}/_config", json={"rate_429": 0.0}, timeout=5).raise_for_status()
             entries = ledger(sim)
     calls: dict[str, list[datetime]] = defaultdict(list)
@@ -217,13 +223,15 @@ def test_no_retry_comes_before_the_providers_retry_after(db_url: str, tmp_path: 
     # database: once per CI run, in the system PostgreSQL's pass, is enough.
     reason="the proof of the harness runs in the system PostgreSQL's pass",
 )
-@pytest.mark.parametrize("fault", ["lease", "deadline", "retry"])
+# Not "retry": a 429 now pauses the provider account for every worker, and a
+# worker ahead of the others writes that pause from its own clock, so on the
+# hosts' clocks everyone waits out its skew instead of coming back early; the
+# retry run above still catches a Retry-After that is cut short.
+@pytest.mark.parametrize("fault", ["lease", "deadline"])
 def test_the_faults_show_on_the_hosts_own_clock(db_url: str, tmp_path: Path, fault: str) -> None:
     """The same runs on each host's own clock: each property breaks. This
     is what the database clock prevents, and proves the skew is real."""
     if fault == "lease":
         assert held_leases(db_url, tmp_path, "system") > 0
-    elif fault == "deadline":
-        assert late_sends(db_url, tmp_path, "system") > 0
     else:
-        assert early_retries(db_url, tmp_path, "system") > 0
+        assert late_sends(db_url, tmp_path, "system") > 0
