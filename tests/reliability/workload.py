@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from tidings import Tidings
+from tidings.policies import builtin_document
 from tidings.store.api_keys import create_key
 
 from .processes import call
@@ -88,6 +89,10 @@ class Workload:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def prepare(self) -> None:
+        # A tenant with no published policy is denied everything
+        # (POLICY_MISSING): both publish the shipped example, as a user would.
+        self.t.publish_policy(builtin_document("default"))
+        self.t.for_tenant(RIVAL_TENANT).publish_policy(builtin_document("default"))
         self.t.publish_template(
             TEMPLATE, channel="sms", body=BODY, required_variables=["name", "booking"]
         )
