@@ -150,6 +150,8 @@ def _apply(
     detail: dict[str, Any] = {"code": decision.code, "verdict": result.verdict.value}
     if decision.detail:
         detail["detail"] = decision.detail
+    if result.inputs is not None:
+        detail["decision_inputs"] = result.inputs
     actor = f"worker:{request.owner}"
     code, version = decision.code, decision.policy_version
     if result.verdict is ClaimVerdict.SEND:
@@ -162,8 +164,13 @@ def _apply(
         if room.key is not None and decision.retry_after_seconds is not None:
             record_rate_limit_wait(room.key.scope, decision.retry_after_seconds)
         verdict = claim_verdict(decision, now=now, expires_at=intent.expires_at)
-        result = GateResult(verdict, decision, result.policy)
-        detail = {"code": decision.code, "verdict": result.verdict.value, "detail": decision.detail}
+        result = GateResult(verdict, decision, result.policy, result.inputs)
+        detail = {
+            "code": decision.code,
+            "verdict": result.verdict.value,
+            "detail": decision.detail,
+            **({"decision_inputs": result.inputs} if result.inputs is not None else {}),
+        }
         code, version = decision.code, decision.policy_version
     event = claim_event(result.verdict)
     if result.verdict is ClaimVerdict.DEFER:

@@ -37,19 +37,28 @@ def recipient_facts(
         )
         opted_out, suppressed = blocks.opted_out, blocks.suppressed
         evidence = tuple(
-            ConsentEvidence(r["channel"], r["purpose"], r["captured_at"], r["revoked_at"])
+            ConsentEvidence(
+                r["channel"],
+                r["purpose"],
+                r["captured_at"],
+                r["revoked_at"],
+                evidence_id=r["id"],
+                evidence_ref=r["evidence_ref"],
+            )
             for r in contacts.consents_for(
                 conn, intent.tenant_id, intent.recipient_ref, intent.channel
             )
         )
         contact_timezone = _contact_timezone(conn, intent)
     timezone = intent.timezone or contact_timezone
+    source = "intent" if intent.timezone else "contact" if contact_timezone else None
     return PolicyRequest(
         channel=intent.channel,
         purpose=intent.purpose,
         event_class=intent.event_class,
         country=intent.country,
         timezone=timezone,
+        timezone_source=source,
         consents=evidence,
         opted_out=opted_out,
         suppressed=suppressed is not None,
@@ -68,6 +77,8 @@ def _evidence(channel: str, item: Mapping[str, Any]) -> ConsentEvidence:
         item["purpose"],
         datetime.fromisoformat(item["captured_at"]),
         datetime.fromisoformat(revoked) if revoked else None,
+        evidence_id=item.get("id"),
+        evidence_ref=item.get("evidence_ref"),
     )
 
 

@@ -17,6 +17,7 @@ import psycopg
 
 from tidings.domain import policy as rules
 from tidings.domain.claiming import ClaimVerdict, claim_verdict, deadline_passed
+from tidings.domain.decision_inputs import decision_inputs
 from tidings.domain.intent import Intent
 from tidings.domain.policy import Decision, PolicyRequest
 from tidings.domain.policy_document import Policy
@@ -30,6 +31,9 @@ class GateResult:
     verdict: ClaimVerdict
     decision: Decision
     policy: Policy | None  # None: the tenant has published none (POLICY_MISSING)
+    # What the policy read besides its version (domain/decision_inputs.py);
+    # None when no rule was consulted (no policy, or past the deadline).
+    inputs: dict[str, Any] | None = None
 
 
 # Supplies what the policy needs to know about the recipient (consent,
@@ -65,14 +69,17 @@ def decide(
     row: Mapping[str, Any] | None = None,
 ) -> GateResult:
     policy = frozen_policy(conn, intent)
+    inputs = None
     if policy is None:
         decision = rules.policy_missing()
     elif deadline_passed(intent.expires_at, now):  # no rule needs consulting
         decision = Decision(False, rules.EXPIRED, policy.version)
     else:
-        decision = rules.evaluate(policy, facts(conn, intent, policy, now, row or {}))
+        request = facts(conn, intent, policy, now, row or {})
+        decision = rules.evaluate(policy, request)
+        inputs = decision_inputs(policy, request)
     verdict = claim_verdict(decision, now=now, expires_at=intent.expires_at, shadow=shadow)
-    return GateResult(verdict, decision, policy)
+    return GateResult(verdict, decision, policy, inputs)
 
 
 def sent_policy(conn: Conn, intent: Intent) -> Policy:

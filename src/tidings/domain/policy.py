@@ -74,6 +74,10 @@ class ConsentEvidence:
     purpose: str
     captured_at: datetime
     revoked_at: datetime | None = None
+    # The consents row and the tenant's own reference to its proof, named
+    # in the decision's inputs so an audit can find the evidence used.
+    evidence_id: int | None = None
+    evidence_ref: str | None = None
 
     def valid_at(self, now: datetime) -> bool:
         # Evidence from the future (clock skew, replays) proves nothing yet.
@@ -108,6 +112,8 @@ class PolicyRequest:
     event_class: str
     country: str | None  # ISO alpha-2 of the destination; None when unknown
     timezone: str | None  # the recipient's IANA zone, when the contact has one
+    # Where `timezone` came from ("intent", "contact"), for the decision's inputs.
+    timezone_source: str | None = None
     consents: tuple[ConsentEvidence, ...]
     opted_out: bool
     suppressed: bool
@@ -215,9 +221,20 @@ def _consent(policy: Policy, request: PolicyRequest) -> Decision | None:
 
 def has_consent(request: PolicyRequest) -> bool:
     """Only evidence for this exact channel and purpose, valid at `now`."""
-    return any(
-        e.channel == request.channel and e.purpose == request.purpose and e.valid_at(request.now)
-        for e in request.consents
+    return consent_used(request) is not None
+
+
+def consent_used(request: PolicyRequest) -> ConsentEvidence | None:
+    """The evidence that satisfies consent for this message, if any."""
+    return next(
+        (
+            e
+            for e in request.consents
+            if e.channel == request.channel
+            and e.purpose == request.purpose
+            and e.valid_at(request.now)
+        ),
+        None,
     )
 
 

@@ -20,6 +20,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from tidings.domain.channels import ChannelFacts, Mode, Outcome, resolve
+from tidings.domain.decision_inputs import decision_inputs
 from tidings.domain.ids import uuid7
 from tidings.domain.keys import job_recipient_key, report_key
 from tidings.domain.policy import CapUsage, ConsentEvidence, PolicyRequest, cap_windows, evaluate
@@ -64,6 +65,7 @@ INTENT_COLUMNS = (
     "report_id",
     "report_revision",
 )
+KEY_COLUMN = INTENT_COLUMNS.index("idempotency_key")
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,7 @@ def prepare_page(conn: Conn, job: Mapping[str, Any], after: int, now: datetime) 
     facts = _page_facts(conn, job["tenant_id"], rows)
     _stage(conn, [i for r in rows for i in _intents_for(job, r, policy, facts, now)])
     fetch_one(conn, "move_staged_intents", {})
-    conn.execute("DROP TABLE staged_intents")
+    conn.execute("DROP TABLE staged_intents, staged_inputs")
     last = rows[-1]["seq"]
     execute(
         conn,
@@ -154,20 +156,36 @@ def _page_facts(conn: Conn, tenant: str, rows: list[dict[str, Any]]) -> PageFact
     refs = [r["recipient_ref"] for r in rows]
     for c in fetch_all(conn, "consents_for_refs", {"tenant_id": tenant, "refs": refs}):
         consents[(c["ref"], c["channel"])].append(
-            ConsentEvidence(c["channel"], c["purpose"], c["captured_at"], c["revoked_at"])
+            ConsentEvidence(
+                c["channel"],
+                c["purpose"],
+                c["captured_at"],
+                c["revoked_at"],
+                evidence_id=c["id"],
+                evidence_ref=c["evidence_ref"],
+            )
         )
     return PageFacts(blocks, consents)
 
 
 def _intents_for(
     job: Mapping[str, Any], row: Mapping[str, Any], policy: Policy, facts: PageFacts, now: datetime
-) -> list[tuple[Any, ...]]:
+) -> list[Staged]:
     channels = list(job["channels"])
-    facts_by_channel = {c: _channel_facts(job, row, c, policy, facts, now) for c in channels}
+    evaluated = {c: _channel_facts(job, row, c, policy, facts, now) for c in channels}
+    facts_by_channel = {c: f for c, (f, _) in evaluated.items()}
     outcomes = resolve(
         channels, list(row["preferences"]), Mode(job["channel_mode"]), facts_by_channel
     )
-    return [_intent_row(job, row, o, policy, now) for o in outcomes]
+    # An exclusion decided here is a decision too: its inputs go on the
+    # creation audit (a sendable one is decided again, with its own, at claim).
+    return [
+        Staged(
+            _intent_row(job, row, o, policy, now),
+            None if o.sendable or o.channel not in evaluated else evaluated[o.channel][1],
+        )
+        for o in outcomes
+    ]
 
 
 def _channel_facts(
@@ -177,10 +195,10 @@ def _channel_facts(
     policy: Policy,
     facts: PageFacts,
     now: datetime,
-) -> ChannelFacts:
+) -> tuple[ChannelFacts, dict[str, Any] | None]:
     destination = row["phone_hash"] if channel == "sms" else row["email_hash"]
     if destination is None:
-        return ChannelFacts(channel, False, None)
+        return ChannelFacts(channel, False, None), None
     opted_out, suppression = facts.blocks.get((channel, destination), (False, None))
     request = PolicyRequest(
         channel=channel,
@@ -196,7 +214,7 @@ def _channel_facts(
         expires_at=job["expires_at"],
         recent_sends=_no_usage(policy, channel, job["purpose"], now),
     )
-    return ChannelFacts(channel, True, evaluate(policy, request))
+    return ChannelFacts(channel, True, evaluate(policy, request)), decision_inputs(policy, request)
 
 
 def _no_usage(policy: Policy, channel: str, purpose: str, now: datetime) -> dict[str, CapUsage]:
@@ -254,12 +272,27 @@ def _key(job: Mapping[str, Any], ref: str, channel: str) -> str:
     return job_recipient_key(job["id"], ref, channel, report)
 
 
-def _stage(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
+@dataclass(frozen=True)
+class Staged:
+    row: tuple[Any, ...]  # in INTENT_COLUMNS order
+    inputs: dict[str, Any] | None  # an exclusion's decision inputs
+
+
+def _stage(conn: Conn, staged: list[Staged]) -> None:
     conn.execute(
         "CREATE TEMP TABLE staged_intents (LIKE intents INCLUDING DEFAULTS) ON COMMIT DROP"
+    )
+    conn.execute(
+        "CREATE TEMP TABLE staged_inputs (idempotency_key text PRIMARY KEY, inputs jsonb)"
+        " ON COMMIT DROP"
     )
     with conn.cursor().copy(
         f"COPY staged_intents ({', '.join(INTENT_COLUMNS)}) FROM STDIN"
     ) as copy:
-        for row in rows:
-            copy.write_row(row)
+        for item in staged:
+            copy.write_row(item.row)
+    excluded = [(s.row[KEY_COLUMN], Jsonb(s.inputs)) for s in staged if s.inputs is not None]
+    if excluded:
+        with conn.cursor().copy("COPY staged_inputs (idempotency_key, inputs) FROM STDIN") as copy:
+            for pair in excluded:
+                copy.write_row(pair)

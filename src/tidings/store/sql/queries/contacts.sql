@@ -21,7 +21,7 @@ ON CONFLICT (tenant_id, ref, channel, purpose, captured_at, source)
 DO UPDATE SET revoked_at = coalesce(consents.revoked_at, EXCLUDED.revoked_at);
 
 -- name: consents_for
-SELECT channel, purpose, captured_at, revoked_at FROM consents
+SELECT id, evidence_ref, channel, purpose, captured_at, revoked_at FROM consents
 WHERE tenant_id = %(tenant_id)s AND ref = %(ref)s AND channel = %(channel)s;
 
 -- name: opt_out

@@ -84,7 +84,7 @@ SELECT 'suppression', channel, destination_hash, reason FROM suppressions
 WHERE tenant_id = %(tenant_id)s AND destination_hash = ANY(%(hashes)s);
 
 -- name: consents_for_refs
-SELECT ref, channel, purpose, captured_at, revoked_at FROM consents
+SELECT id, evidence_ref, ref, channel, purpose, captured_at, revoked_at FROM consents
 WHERE tenant_id = %(tenant_id)s AND ref = ANY(%(refs)s);
 
 -- name: move_staged_intents
@@ -93,18 +93,20 @@ WHERE tenant_id = %(tenant_id)s AND ref = ANY(%(refs)s);
 WITH created AS (
     INSERT INTO intents SELECT * FROM staged_intents
     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-    RETURNING tenant_id, id, version, state, policy_version, decision_code, created_at,
-              created_by, template_name, template_revision, job_id
+    RETURNING tenant_id, id, idempotency_key, version, state, policy_version, decision_code,
+              created_at, created_by, template_name, template_revision, job_id
 ), audit AS (
+    -- An exclusion decided at preparation carries its decision's inputs.
     INSERT INTO transitions (tenant_id, intent_id, version, from_state, to_state, event, actor,
                              input, policy_version, decision_code, at)
-    SELECT tenant_id, id, version, NULL, state,
-           CASE WHEN state = 'pending' THEN 'create' ELSE 'create_excluded' END,
-           created_by,
-           jsonb_build_object('job_id', job_id, 'template', template_name,
-                              'template_revision', template_revision),
-           policy_version, decision_code, created_at
-    FROM created
+    SELECT c.tenant_id, c.id, c.version, NULL, c.state,
+           CASE WHEN c.state = 'pending' THEN 'create' ELSE 'create_excluded' END,
+           c.created_by,
+           jsonb_strip_nulls(jsonb_build_object(
+               'job_id', c.job_id, 'template', c.template_name,
+               'template_revision', c.template_revision, 'decision_inputs', s.inputs)),
+           c.policy_version, c.decision_code, c.created_at
+    FROM created c LEFT JOIN staged_inputs s ON s.idempotency_key = c.idempotency_key
 ), announced AS (
     INSERT INTO events (tenant_id, type, intent_id, job_id, payload, created_at)
     SELECT tenant_id, 'intent.' || state, id, job_id,

@@ -27,6 +27,7 @@ SELECT i.*, d.ciphertext AS destination_ciphertext,
        (SELECT c.timezone FROM contacts c
         WHERE c.tenant_id = i.tenant_id AND c.ref = i.recipient_ref) AS fact_contact_timezone,
        (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'id', k.id, 'evidence_ref', k.evidence_ref,
                    'purpose', k.purpose, 'captured_at', k.captured_at,
                    'revoked_at', k.revoked_at)), '[]'::jsonb)
         FROM consents k
