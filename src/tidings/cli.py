@@ -424,7 +424,7 @@ def replay(
 
 @app.command()
 def purge() -> None:
-    """Delete recipient-level evidence past its retention; keep aggregate job facts."""
+    """Delete evidence past its retention, each kind on its own clock (docs/retention.md)."""
     from tidings.dispatch.retention import purge as run_purge
 
     with _tidings() as t:

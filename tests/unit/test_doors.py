@@ -16,9 +16,9 @@ from tidings.store.queries import all_queries
 
 SRC = Path(tidings.__file__).parent
 ATTEMPTS_DOOR = SRC / "store" / "attempts.py"
-# Retention deletes expired intents with everything they own, attempts
-# included, in one statement: a purge, not a change to any attempt.
-PURGES = {SRC / "dispatch" / "retention.py": {"purge_intents"}}
+# Retention deletes expired evidence, attempts included, in one statement
+# per clock: a purge, not a change to any attempt.
+PURGES = {SRC / "dispatch" / "retention.py": {"purge_intents", "purge_attempt_evidence"}}
 
 
 def _writers(table: str) -> set[str]:

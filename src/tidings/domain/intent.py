@@ -108,7 +108,7 @@ _INTENT_FIELDS = tuple(f.name for f in fields(Intent))
 @dataclass(frozen=True)
 class TimelineEntry:
     at: datetime
-    kind: str  # transition, attempt, observation, decision
+    kind: str  # transition, attempt, observation, retention
     from_state: str | None
     to_state: str | None
     event: str

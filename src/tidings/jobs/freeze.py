@@ -233,7 +233,7 @@ def _job_params(
     if request.token_ttl_seconds is not None:
         token_expiry = now + timedelta(seconds=request.token_ttl_seconds)
         expires_at = min(expires_at, token_expiry) if expires_at else token_expiry
-    evidence_days = policy.retention.recipient_evidence_days
+    retention = policy.retention
     return {
         "tenant_id": tenant,
         "id": uuid7(now),
@@ -254,7 +254,8 @@ def _job_params(
         "report_revision": request.report[1] if request.report else None,
         "token_ttl_seconds": request.token_ttl_seconds,
         "expires_at": expires_at,
-        "evidence_expires_at": now + timedelta(days=evidence_days),
+        "evidence_expires_at": now + timedelta(days=retention.recipient_evidence_days),
+        "facts_expire_at": now + timedelta(days=retention.job_facts_days),
         "actor": actor,
         "now": now,
     }

@@ -1,7 +1,8 @@
 """The job's status projection and its recipients by cursor, from rows.
 
 Nothing here is cached: counts come from the job's intents, so a status can
-never disagree with the rows it summarises. Recipient listings walk the
+never disagree with the rows it summarises, until retention takes them;
+then the final counts it kept on the job are served (docs/retention.md). Recipient listings walk the
 frozen audience by its sequence number, a stable cursor.
 """
 
@@ -28,14 +29,22 @@ def job_status(conn: Conn, tenant: str, job_id: UUID) -> dict[str, Any]:
     job = fetch_one(conn, "job_by_id", {"tenant_id": tenant, "id": job_id})
     if job is None:
         raise NotFound(f"no job {job_id}")
-    rows = fetch_all(conn, "job_counts", {"tenant_id": tenant, "job_id": job_id})
     counts: Counter[str] = Counter()
     by_channel: dict[str, Counter[str]] = {}
-    for row in rows:
-        counts[row["state"]] += row["n"]
-        by_channel.setdefault(row["channel"], Counter())[row["state"]] += row["n"]
-    cost = fetch_one(conn, "job_segments", {"tenant_id": tenant, "job_id": job_id}) or {}
-    updated = max([job["updated_at"], *(r["updated_at"] for r in rows)])
+    if job["final_counts"] is not None:
+        # Kept by retention before the first of the job's evidence went.
+        counts.update(job["final_counts"])
+        for channel, states in (job["final_counts_by_channel"] or {}).items():
+            by_channel[channel] = Counter(states)
+        cost: dict[str, Any] = job["final_cost"] or {}
+        updated = job["updated_at"]
+    else:
+        rows = fetch_all(conn, "job_counts", {"tenant_id": tenant, "job_id": job_id})
+        for row in rows:
+            counts[row["state"]] += row["n"]
+            by_channel.setdefault(row["channel"], Counter())[row["state"]] += row["n"]
+        cost = fetch_one(conn, "job_segments", {"tenant_id": tenant, "job_id": job_id}) or {}
+        updated = max([job["updated_at"], *(r["updated_at"] for r in rows)])
     return {
         "id": job["id"],
         "status": _status(job["status"], counts),
@@ -52,6 +61,8 @@ def job_status(conn: Conn, tenant: str, job_id: UUID) -> dict[str, Any]:
         else None,
         "expires_at": job["expires_at"],
         "evidence_expires_at": job["evidence_expires_at"],
+        "facts_expire_at": job["facts_expire_at"],
+        "created_at": job["created_at"],
         "cost": {
             "eligible_intents": sum(
                 n for s, n in counts.items() if s not in ("suppressed", "no_permitted_channel")

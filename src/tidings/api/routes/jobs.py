@@ -78,7 +78,13 @@ class JobStatus(BaseModel):
     event_class: str
     report: dict[str, Any] | None
     expires_at: datetime | None
-    evidence_expires_at: datetime | None
+    evidence_expires_at: datetime | None = Field(
+        description="when the job's recipient-level evidence (its intents) is purged"
+    )
+    facts_expire_at: datetime | None = Field(
+        description="when the job itself, with the final counts kept on it, is purged"
+    )
+    created_at: datetime
     cost: dict[str, int]
 
 

@@ -203,7 +203,7 @@ class CancelIn(RequestModel):
 
 class TimelineEntryOut(BaseModel):
     at: datetime
-    kind: str = Field(description="transition, attempt, observation or decision")
+    kind: str = Field(description="transition, attempt, observation or retention")
     from_state: str | None = Field(serialization_alias="from")
     to_state: str | None = Field(serialization_alias="to")
     event: str

@@ -602,3 +602,15 @@ CREATE TABLE provider_pauses (
     code          text        NOT NULL,
     updated_at    timestamptz NOT NULL
 );
+
+-- Retention's four clocks (0024, docs/retention.md). attempts_purged_at: when
+-- retention took an intent's attempts, transitions and events; the recipient
+-- decision stays until its own clock. The job keeps its final counts and
+-- cost, served after its intents go, until facts_expire_at.
+ALTER TABLE intents ADD COLUMN attempts_purged_at timestamptz;
+ALTER TABLE jobs
+    ADD COLUMN final_counts_by_channel jsonb,
+    ADD COLUMN final_cost jsonb,
+    ADD COLUMN facts_expire_at timestamptz;
+CREATE INDEX intents_attempts_kept ON intents (tenant_id, policy_version, terminal_at)
+    WHERE terminal_at IS NOT NULL AND attempts_purged_at IS NULL;

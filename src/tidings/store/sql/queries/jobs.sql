@@ -8,14 +8,14 @@ SELECT * FROM jobs WHERE tenant_id = %(tenant_id)s AND id = %(id)s;
 INSERT INTO jobs (tenant_id, id, idempotency_key, request_hash, event_class, event_reason,
                   purpose, template_name, template_revisions, channels, channel_mode,
                   variables, policy_version, audience_version, audience_size, report_id,
-                  report_revision, token_ttl_seconds, expires_at, evidence_expires_at, status,
-                  created_by, created_at, updated_at)
+                  report_revision, token_ttl_seconds, expires_at, evidence_expires_at,
+                  facts_expire_at, status, created_by, created_at, updated_at)
 VALUES (%(tenant_id)s, %(id)s, %(idempotency_key)s, %(request_hash)s, %(event_class)s,
         %(event_reason)s, %(purpose)s, %(template_name)s, %(template_revisions)s,
         %(channels)s, %(channel_mode)s, %(variables)s, %(policy_version)s,
         %(audience_version)s, %(audience_size)s, %(report_id)s, %(report_revision)s,
-        %(token_ttl_seconds)s, %(expires_at)s, %(evidence_expires_at)s, 'preparing',
-        %(actor)s, %(now)s, %(now)s)
+        %(token_ttl_seconds)s, %(expires_at)s, %(evidence_expires_at)s,
+        %(facts_expire_at)s, 'preparing', %(actor)s, %(now)s, %(now)s)
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 RETURNING *;
 

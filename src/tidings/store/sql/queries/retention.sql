@@ -1,3 +1,9 @@
+-- Retention's four clocks (docs/retention.md), each taken from the policy
+-- version the evidence was decided under: receipts (observation_days),
+-- attempt evidence (attempt_evidence_days), the recipient decision
+-- (recipient_evidence_days; a job's evidence_expires_at) and job facts
+-- (job_facts_days; a job's facts_expire_at).
+
 -- name: retention_groups
 -- Terminal intents grouped by the policy version whose retention applies.
 SELECT tenant_id, policy_version, min(terminal_at) AS oldest
@@ -6,27 +12,115 @@ WHERE terminal_at IS NOT NULL AND policy_version IS NOT NULL
 GROUP BY tenant_id, policy_version;
 
 -- name: snapshot_job_counts
--- Aggregate job facts outlive recipient-level evidence: keep the final
--- counts on the job before its intents go.
-UPDATE jobs j SET final_counts = c.counts, updated_at = %(now)s
-FROM (
+-- A job's final counts, counts by channel and cost are kept on the job
+-- before the first of its evidence goes (its attempts carry the cost), so
+-- the projection is served whole afterwards. Taken once, when the job is
+-- prepared and every intent of it is final: the counts cannot move then.
+WITH ready AS (
+    SELECT j.tenant_id, j.id FROM jobs j
+    WHERE j.tenant_id = %(tenant_id)s AND j.policy_version = %(policy_version)s
+      AND j.final_counts IS NULL AND j.status <> 'preparing'
+      AND (j.evidence_expires_at < %(now)s
+           OR EXISTS (SELECT 1 FROM intents i WHERE i.tenant_id = j.tenant_id
+                      AND i.job_id = j.id AND i.terminal_at < %(attempts_before)s))
+      AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.tenant_id = j.tenant_id
+                      AND i.job_id = j.id AND i.terminal_at IS NULL)
+), per_state AS (
+    SELECT i.tenant_id, i.job_id, i.channel, i.state, count(*) AS n
+    FROM intents i JOIN ready r ON r.tenant_id = i.tenant_id AND r.id = i.job_id
+    GROUP BY i.tenant_id, i.job_id, i.channel, i.state
+), counts AS (
     SELECT tenant_id, job_id, jsonb_object_agg(state, n) AS counts
-    FROM (SELECT tenant_id, job_id, state, count(*) AS n FROM intents
-          WHERE tenant_id = %(tenant_id)s AND job_id IS NOT NULL
-          GROUP BY tenant_id, job_id, state) s
+    FROM (SELECT tenant_id, job_id, state, sum(n)::bigint AS n FROM per_state
+          GROUP BY tenant_id, job_id, state) t
     GROUP BY tenant_id, job_id
-) c
-WHERE j.tenant_id = c.tenant_id AND j.id = c.job_id AND j.final_counts IS NULL
-  AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.tenant_id = j.tenant_id AND i.job_id = j.id
-                  AND i.terminal_at IS NULL);
+), by_channel AS (
+    SELECT tenant_id, job_id, jsonb_object_agg(channel, states) AS by_channel
+    FROM (SELECT tenant_id, job_id, channel, jsonb_object_agg(state, n) AS states
+          FROM per_state GROUP BY tenant_id, job_id, channel) t
+    GROUP BY tenant_id, job_id
+), cost AS (
+    SELECT r.tenant_id, r.id AS job_id,
+           jsonb_build_object(
+               'attempts', count(a.*),
+               'reached_provider', count(a.*) FILTER (WHERE a.accepted_at IS NOT NULL),
+               'segments', coalesce(sum(a.segments), 0)) AS cost
+    FROM ready r
+    JOIN intents i ON i.tenant_id = r.tenant_id AND i.job_id = r.id
+    JOIN attempts a ON a.tenant_id = i.tenant_id AND a.intent_id = i.id
+    GROUP BY r.tenant_id, r.id
+)
+UPDATE jobs j
+SET final_counts = coalesce(c.counts, '{}'::jsonb),
+    final_counts_by_channel = coalesce(b.by_channel, '{}'::jsonb),
+    final_cost = coalesce(k.cost, '{"attempts": 0, "reached_provider": 0, "segments": 0}'::jsonb),
+    updated_at = %(now)s
+FROM ready r
+LEFT JOIN counts c ON c.tenant_id = r.tenant_id AND c.job_id = r.id
+LEFT JOIN by_channel b ON b.tenant_id = r.tenant_id AND b.job_id = r.id
+LEFT JOIN cost k ON k.tenant_id = r.tenant_id AND k.job_id = r.id
+WHERE j.tenant_id = r.tenant_id AND j.id = r.id;
 
--- name: purge_intents
--- Recipient-level evidence past its retention: the intent with its
--- attempts, transitions, observations and events, in one statement.
+-- name: job_evidence_due
+SELECT 1 FROM jobs
+WHERE tenant_id = %(tenant_id)s AND policy_version = %(policy_version)s
+  AND evidence_expires_at < %(now)s AND final_counts IS NOT NULL
+  AND EXISTS (SELECT 1 FROM intents i WHERE i.tenant_id = jobs.tenant_id AND i.job_id = jobs.id)
+LIMIT 1;
+
+-- name: purge_observations_of
+-- Receipts of final intents past their policy's observation clock.
+WITH doomed AS (
+    SELECT o.tenant_id, o.id FROM observations o
+    JOIN intents i ON i.tenant_id = o.tenant_id AND i.id = o.intent_id
+    WHERE i.tenant_id = %(tenant_id)s AND i.policy_version = %(policy_version)s
+      AND i.terminal_at IS NOT NULL AND o.received_at < %(before)s
+    LIMIT %(limit)s
+)
+DELETE FROM observations o USING doomed d WHERE o.tenant_id = d.tenant_id AND o.id = d.id;
+
+-- name: purge_attempt_evidence
+-- Attempts, transitions and events of final intents past the attempt
+-- clock; the intent (the recipient decision) stays, marked, until its own.
 WITH doomed AS (
     SELECT tenant_id, id FROM intents
     WHERE tenant_id = %(tenant_id)s AND policy_version = %(policy_version)s
+      AND terminal_at IS NOT NULL AND attempts_purged_at IS NULL
       AND terminal_at < %(before)s
+      -- a job's cost is read from its attempts: they wait for its snapshot
+      AND (job_id IS NULL OR EXISTS (SELECT 1 FROM jobs j WHERE j.tenant_id = intents.tenant_id
+                                     AND j.id = intents.job_id AND j.final_counts IS NOT NULL))
+    LIMIT %(limit)s
+    FOR UPDATE
+), gone_transitions AS (
+    DELETE FROM transitions t USING doomed d
+    WHERE t.tenant_id = d.tenant_id AND t.intent_id = d.id
+), gone_events AS (
+    DELETE FROM events e USING doomed d
+    WHERE e.tenant_id = d.tenant_id AND e.intent_id = d.id
+), gone_attempts AS (
+    DELETE FROM attempts a USING doomed d
+    WHERE a.tenant_id = d.tenant_id AND a.intent_id = d.id
+    RETURNING a.tenant_id
+), marked AS (
+    UPDATE intents i SET attempts_purged_at = %(now)s
+    FROM doomed d WHERE i.tenant_id = d.tenant_id AND i.id = d.id
+    RETURNING i.id
+)
+SELECT (SELECT count(*) FROM marked) AS intents, (SELECT count(*) FROM gone_attempts) AS attempts;
+
+-- name: purge_intents
+-- Recipient decisions past their clock: a job's at its evidence_expires_at,
+-- a single intent's recipient_evidence_days after it ended; whatever
+-- evidence is left goes with it, in one statement.
+WITH doomed AS (
+    SELECT i.tenant_id, i.id FROM intents i
+    LEFT JOIN jobs j ON j.tenant_id = i.tenant_id AND j.id = i.job_id
+    WHERE i.tenant_id = %(tenant_id)s AND i.policy_version = %(policy_version)s
+      AND i.terminal_at IS NOT NULL
+      AND CASE WHEN j.evidence_expires_at IS NOT NULL THEN j.evidence_expires_at < %(now)s
+               ELSE i.terminal_at < %(before)s END
+      AND (j.id IS NULL OR j.final_counts IS NOT NULL)
     LIMIT %(limit)s
 ), gone_transitions AS (
     DELETE FROM transitions t USING doomed d
@@ -45,6 +139,7 @@ DELETE FROM intents i USING doomed d
 WHERE i.tenant_id = d.tenant_id AND i.id = d.id;
 
 -- name: purge_observations
+-- Receipts that matched no intent, at the shortest observation clock.
 DELETE FROM observations WHERE received_at < %(before)s AND intent_id IS NULL;
 
 -- name: purge_expired_uploads
@@ -57,6 +152,14 @@ DELETE FROM job_recipients r USING jobs j
 WHERE r.tenant_id = j.tenant_id AND r.job_id = j.id AND j.evidence_expires_at < %(now)s
   AND j.final_counts IS NOT NULL
   AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.tenant_id = j.tenant_id AND i.job_id = j.id);
+
+-- name: purge_jobs
+-- A job's own facts, past their clock, once nothing of its recipients is left.
+DELETE FROM jobs j
+WHERE j.facts_expire_at < %(now)s
+  AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.tenant_id = j.tenant_id AND i.job_id = j.id)
+  AND NOT EXISTS (SELECT 1 FROM job_recipients r
+                  WHERE r.tenant_id = j.tenant_id AND r.job_id = j.id);
 
 -- name: purge_orphan_destinations
 -- A destination nothing refers to any more is deleted with its ciphertext.

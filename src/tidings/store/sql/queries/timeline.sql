@@ -31,5 +31,13 @@ FROM (
            2, o.id
     FROM observations o
     WHERE o.tenant_id = %(tenant_id)s AND o.intent_id = %(id)s
+    UNION ALL
+    -- What retention took, so a short timeline is never mistaken for a
+    -- short history (docs/retention.md).
+    SELECT i.attempts_purged_at, 'retention', NULL, NULL, 'attempt_evidence_purged',
+           'retention', i.policy_version,
+           '{"removed": ["attempts", "transitions", "events"]}'::jsonb, 3, 0
+    FROM intents i
+    WHERE i.tenant_id = %(tenant_id)s AND i.id = %(id)s AND i.attempts_purged_at IS NOT NULL
 ) entries
 ORDER BY at, tiebreak, seq;
