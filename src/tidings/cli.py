@@ -411,12 +411,35 @@ def policy_publish(path: Path, tenant: Annotated[str | None, typer.Option()] = N
 def replay(
     path: Annotated[Path | None, typer.Argument(help="fixture file or directory")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    from_shadow: Annotated[
+        bool,
+        typer.Option(
+            "--from-shadow",
+            help="judge a shadow rollout: the tenant's shadow decisions in the database",
+        ),
+    ] = False,
+    live: Annotated[
+        Path | None,
+        typer.Option(help="with --from-shadow: the live system's outcomes (JSON or JSON lines)"),
+    ] = None,
+    since: Annotated[str | None, typer.Option(help="with --from-shadow: ISO 8601 start")] = None,
+    until: Annotated[str | None, typer.Option(help="with --from-shadow: ISO 8601 end")] = None,
+    tenant: Annotated[str | None, typer.Option()] = None,
 ) -> None:
     """Shadow replay of decision fixtures: decisions only, no dispatch.
 
     Without a path, replays the fixtures shipped with tidings. Exits non-zero
-    on any difference between expected and actual.
+    on any difference between expected and actual. With --from-shadow, reports
+    the tenant's shadow-mode decisions instead, compared with --live when given
+    (exit 1 on any difference, 2 on bad input).
     """
+    if from_shadow:
+        from tidings.shadow_report import shadow_command
+
+        if path is not None:
+            raise typer.BadParameter("--from-shadow reads the database, not fixture files")
+        with _tidings(tenant) as t:
+            raise typer.Exit(shadow_command(t, live, since, until, as_json))
     from tidings.replay import replay_command, shipped_fixtures
 
     raise typer.Exit(replay_command(path or shipped_fixtures(), as_json))

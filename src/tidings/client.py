@@ -16,7 +16,7 @@ commits with the business decision that caused it, or not at all.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -36,6 +36,7 @@ from tidings.domain.intent import Intent, TimelineEntry
 from tidings.domain.transitions import Event
 from tidings.intake import IntentRequest, create_or_replay
 from tidings.runtime import Runtime
+from tidings.shadow_report import live_outcomes, shadow_report
 from tidings.store import ledger
 from tidings.store.database import Database
 from tidings.store.database_clock import DatabaseClock
@@ -185,6 +186,19 @@ class Tidings(ContactMethods, JobMethods, SetupMethods):
         why = parse_reason(reason)
         which = CancelFilter(None, event_class, recipient_ref, correlation_id)
         return cancel_many(self.db, self.tenant, which, why.value, self.clock.now(), actor)
+
+    def shadow_report(
+        self,
+        live: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> dict[str, Any]:
+        """Judge a shadow rollout: this tenant's shadow decisions in the window
+        (by the decision's time), compared with the live system's outcomes
+        `[{"idempotency_key", "sent", "code"?}]` when given (docs/replay.md)."""
+        outcomes = None if live is None else live_outcomes(live)
+        return shadow_report(self.db, self.tenant, outcomes, since, until, self.clock.now())
 
     def timeline(self, intent_id: UUID | str) -> list[TimelineEntry]:
         self.get(intent_id)

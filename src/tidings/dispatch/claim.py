@@ -21,7 +21,7 @@ from tidings.domain.claiming import ClaimVerdict, claim_event, claim_verdict
 from tidings.domain.errors import StaleTransition
 from tidings.domain.intent import Intent
 from tidings.domain.keys import attempt_key
-from tidings.domain.policy import limit_decision
+from tidings.domain.policy import dispatch_action, limit_decision
 from tidings.domain.policy_document import Policy
 from tidings.observability.process_metrics import record_rate_limit_wait
 from tidings.store import attempts, ledger, provider_pauses
@@ -184,6 +184,11 @@ def _apply(
     elif result.verdict is ClaimVerdict.SHADOW:
         # record what would have happened, never call a provider
         detail["would"] = "send" if decision.allowed else decision.code
+        # what the claim would have done, for judging the rollout
+        # (domain/shadow_comparison.py)
+        detail["would_action"] = dispatch_action(decision, intent.expires_at)
+        if decision.not_before is not None:
+            detail["next_attempt_at"] = decision.not_before.isoformat()
         move = ledger.Move(decision_code=SHADOW_CODE, policy_version=decision.policy_version)
     else:
         move = ledger.Move(decision_code=code, policy_version=version)

@@ -6,9 +6,10 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from tidings.api.auth import Admin, Caller
+from tidings.api.auth import Admin, Caller, Reader
 from tidings.api.openapi import WITH_BODY, responses
 from tidings.api.schemas.admin import ControlIn, ControlList, ControlOut, ControlScope
+from tidings.api.schemas.shadow import ShadowReport, ShadowReportIn
 from tidings.store import controls
 from tidings.store.database import Row
 
@@ -25,6 +26,17 @@ def kill_switch(body: ControlIn, caller: Admin) -> ControlOut:
 )
 def shadow_mode(body: ControlIn, caller: Admin) -> ControlOut:
     return _set(caller, "shadow_mode", body)
+
+
+@router.post(
+    "/shadow-mode/report",
+    responses=responses(*WITH_BODY),
+    summary="Judge a shadow rollout: shadow decisions against the live system's outcomes",
+)
+def shadow_mode_report(body: ShadowReportIn, caller: Reader) -> ShadowReport:
+    live = None if body.live is None else [o.model_dump() for o in body.live]
+    report = caller.tidings.shadow_report(live, since=body.since, until=body.until)
+    return ShadowReport(**report)
 
 
 @router.get("", responses=responses(), summary="Every control ever set, on or off")

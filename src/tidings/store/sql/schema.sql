@@ -614,3 +614,5 @@ ALTER TABLE jobs
     ADD COLUMN facts_expire_at timestamptz;
 CREATE INDEX intents_attempts_kept ON intents (tenant_id, policy_version, terminal_at)
     WHERE terminal_at IS NOT NULL AND attempts_purged_at IS NULL;
+-- The shadow-rollout report's decisions (0025, shadow.sql).
+CREATE INDEX intents_shadow ON intents (tenant_id, id) WHERE decision_code = 'SHADOW_MODE';

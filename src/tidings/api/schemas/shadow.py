@@ -1,0 +1,69 @@
+"""The shadow-rollout report's request and answer (docs/replay.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tidings.api.schemas.common import Moment, RequestModel, Text
+
+# A report compares one rollout window; a bigger comparison is paged by window.
+MAX_LIVE = 100_000
+
+
+class LiveOutcomeIn(RequestModel):
+    idempotency_key: Text = Field(
+        min_length=1, max_length=255, examples=["waitlist:771:1801:offer:1"]
+    )
+    sent: bool = Field(description="whether the live system sent this message")
+    code: Text | None = Field(default=None, max_length=200, description="the live system's reason")
+
+
+class ShadowReportIn(RequestModel):
+    since: Moment | None = Field(default=None, description="decisions at or after this time")
+    until: Moment | None = Field(default=None, description="decisions before this time (no bound)")
+    live: list[LiveOutcomeIn] | None = Field(
+        default=None,
+        max_length=MAX_LIVE,
+        description="what the system that really sent did, one entry per idempotency key; "
+        "without it the report only counts the shadow decisions",
+    )
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "since": "2026-11-01T00:00:00Z",
+                    "live": [
+                        {"idempotency_key": "waitlist:771:1801:offer:1", "sent": True},
+                        {
+                            "idempotency_key": "waitlist:771:1802:offer:1",
+                            "sent": False,
+                            "code": "member_opted_out",
+                        },
+                    ],
+                }
+            ]
+        },
+    )
+
+
+class ShadowReport(BaseModel):
+    tenant: str
+    since: str | None
+    until: str | None
+    as_of: str = Field(description="when the report was made")
+    shadow_decisions: int
+    by_action: dict[str, int] = Field(description="send, reschedule, suppress, expire")
+    by_code: dict[str, int]
+    compared_with_live: bool
+    agreed: int
+    differences: int
+    matrix: dict[str, dict[str, int]] = Field(
+        description="tidings' action -> the live system's outcome (sent, not_sent, absent) -> count"
+    )
+    difference_examples: list[dict[str, Any]]
+    live_without_shadow_decision: int
+    live_without_shadow_decision_examples: list[str]
