@@ -198,6 +198,10 @@ class IntentOut(BaseModel):
 
 
 class CancelIn(RequestModel):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"reason": "member_left"}]}
+    )
+
     reason: CancelReason
 
 
