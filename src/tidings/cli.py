@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import logging
 import os
@@ -221,6 +222,12 @@ def serve(
     database_wait_seconds: DatabaseWait = None,
     log_format: LogFormat = "",
     log_level: LogLevel = "",
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1, max=64, help="API processes sharing the port (each with its own pool)"
+        ),
+    ] = 1,
 ) -> None:
     """Serve the HTTP API (and the console at /console)."""
     _configure_logs(log_format, log_level)
@@ -238,15 +245,28 @@ def serve(
             signal.signal(sig, handler)
     if url is None:
         return
+    if workers > 1:
+        from tidings.api.serve import serve_processes
+
+        with contextlib.ExitStack() as held:
+
+            def metrics() -> None:
+                from tidings.observability.metrics import serve_ledger_metrics
+
+                if metrics_port is not None:
+                    t = held.enter_context(_tidings(url=url))
+                    serve_ledger_metrics(t.runtime, metrics_port, metrics_host)
+
+            raise typer.Exit(serve_processes(host, port, workers, url, then=metrics))
     with _tidings(url=url) as t:
-        try:
-            adapters = by_name(adapters_from_settings(settings, serving_host=host))
-        except Exception:  # webhooks need adapters; the API itself does not
-            adapters = {}
         if metrics_port is not None:
             from tidings.observability.metrics import serve_ledger_metrics
 
             serve_ledger_metrics(t.runtime, metrics_port, metrics_host)
+        try:
+            adapters = by_name(adapters_from_settings(settings, serving_host=host))
+        except Exception:  # webhooks need adapters; the API itself does not
+            adapters = {}
         run_api(host, port, t, adapters)
 
 
