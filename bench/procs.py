@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing as mp
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -166,6 +169,39 @@ def simulator(latency_ms: float) -> Any:
 
 def api(dsn: str, pool_size: int = 12, max_body_bytes: int = 256 * 1024 * 1024) -> Any:
     return serving(_api_main, dsn, pool_size, max_body_bytes)
+
+
+@contextmanager
+def serve_command(dsn: str, workers: int = 1, pool_size: int = 12) -> Iterator[str]:
+    """`tidings serve [--workers N]` as a user runs it: its base URL."""
+    from bench.seed import SECRET
+
+    port = free_port()
+    command = [sys.executable, "-m", "tidings.cli", "serve", "--port", str(port)]
+    command += ["--log-level", "warning"]
+    if workers > 1:
+        command += ["--workers", str(workers)]
+    env = {
+        **os.environ,
+        "DATABASE_URL": dsn,
+        "TIDINGS_SECRET_KEY": SECRET,
+        "TIDINGS_POOL_SIZE": str(pool_size),
+    }
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(base_url)
+        if workers > 1:  # forked together: the others are a moment behind the first
+            time.sleep(2.0)
+        yield base_url
+    finally:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 def _wait_healthy(base_url: str) -> None:

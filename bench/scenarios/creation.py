@@ -1,8 +1,12 @@
 """Scenario 3: how fast intents are created.
 
 - Library: `Tidings.notify`, one intent per transaction, one thread.
-- HTTP: `POST /v1/intents` to the API process (uvicorn, loopback), from 1
-  and from 8 client threads, each with its own keep-alive connection.
+- HTTP: `POST /v1/intents` to `tidings serve` (loopback), from 1 and from 8
+  client threads, each with its own keep-alive connection, and from 8 to
+  `tidings serve --workers 2`.
+- The create's own SQL: the statements one `notify` issues, replayed with
+  fresh keys and no engine logic (bench/same_sql.py), the limit `notify`
+  is measured against.
 - Bulk: `POST /v1/jobs` freezing an audience with COPY (the request's own
   time), and freeze plus preparation (channels resolved, intents created).
 
@@ -19,22 +23,26 @@ from functools import partial
 from bench import api_client
 from bench.context import Context
 from bench.model import Measure, ScenarioResult, repeat
-from bench.procs import api
+from bench.procs import api, serve_command
+from bench.same_sql import capture_create, create_limit
 from bench.seed import engine, intent_body, published_template, request, settled
 
 TITLE = "3. Creation"
-HTTP_CLIENTS = (1, 8)
+# (clients, API processes): `tidings serve` as users run it, 1 and 2 processes.
+HTTP_CASES = ((1, 1), (8, 1), (8, 2))
 FROZEN = {"dispatching", "complete", "complete_with_failures"}
 
 
 def run(ctx: Context) -> ScenarioResult:
     result = ScenarioResult("creation", TITLE)
     template = published_template(ctx)
-    values = repeat(ctx.config.repetitions, lambda: {"rate": _notify_once(ctx, template)})
-    result.measures.append(
+    values = repeat(ctx.config.repetitions, lambda: _notify_once(ctx, template))
+    result.measures += [
+        Measure("sql.create", "the create's own SQL, replayed with no engine logic", "intents/s",
+                values["same_sql"]),
         Measure("create.notify", "library notify, 1 intent/tx", "intents/s", values["rate"],
-                ("pgbench.update_1", "procrastinate.enqueue_one"))
-    )  # fmt: skip
+                ("sql.create", "procrastinate.enqueue_one")),
+    ]  # fmt: skip
     for part, label in ((_http, "HTTP POST /v1/intents"), (_jobs, "bulk job freeze")):
         try:
             part(ctx, template, result)
@@ -43,18 +51,38 @@ def run(ctx: Context) -> ScenarioResult:
     return result
 
 
-def _notify_once(ctx: Context, template: str) -> float:
-    name, dsn = ctx.server.fresh("notify", template)
-    try:
-        with engine(dsn, 2) as t:
-            settled(t, dsn)
-            started, done = time.perf_counter(), 0
-            while done < ctx.config.intents and time.perf_counter() - started < ctx.config.seconds:
-                t.notify(**request(t, "notify", done))
-                done += 1
-            return done / (time.perf_counter() - started)
-    finally:
-        ctx.server.drop(name)
+def _notify_once(ctx: Context, template: str) -> dict[str, float]:
+    """notify, then its own SQL alone, on twin databases in the same repetition."""
+    rates: dict[str, float] = {}
+    for part in ("rate", "same_sql"):
+        name, dsn = ctx.server.fresh(f"notify_{part}", template)
+        try:
+            with engine(dsn, 2) as t:
+                settled(t, dsn)
+            if part == "same_sql":
+                statements = capture_create(dsn)
+                rates[part] = create_limit(dsn, statements, ctx.config.intents, ctx.config.seconds)
+                continue
+            with engine(dsn, 2) as t:
+                started, done = time.perf_counter(), 0
+                while (
+                    done < ctx.config.intents and time.perf_counter() - started < ctx.config.seconds
+                ):
+                    t.notify(**request(t, "notify", done))
+                    done += 1
+                rates[part] = done / (time.perf_counter() - started)
+        finally:
+            ctx.server.drop(name)
+    return rates
+
+
+def _notify_loop(ctx: Context, dsn: str) -> float:
+    with engine(dsn, 2) as t:
+        started, done = time.perf_counter(), 0
+        while done < ctx.config.intents and time.perf_counter() - started < ctx.config.seconds:
+            t.notify(**request(t, "notify", done))
+            done += 1
+        return done / (time.perf_counter() - started)
 
 
 def _http(ctx: Context, template: str, result: ScenarioResult) -> None:
@@ -62,17 +90,18 @@ def _http(ctx: Context, template: str, result: ScenarioResult) -> None:
     if reason:
         result.notes.append(f"HTTP POST /v1/intents: {reason}")
         return
-    for clients in HTTP_CLIENTS:
-        values = repeat(ctx.config.repetitions, partial(_http_once, ctx, template, clients))
-        result.measures.append(
-            Measure(f"create.http_c{clients}", f"POST /v1/intents, {clients} client(s)",
-                    "intents/s", values["rate"], ("pgbench.update_1",))
-        )  # fmt: skip
+    for clients, processes in HTTP_CASES:
+        values = repeat(
+            ctx.config.repetitions, partial(_http_once, ctx, template, clients, processes)
+        )
+        key = f"create.http_c{clients}" + (f"_p{processes}" if processes > 1 else "")
+        label = f"POST /v1/intents, {clients} client(s), tidings serve --workers {processes}"
+        result.measures.append(Measure(key, label, "intents/s", values["rate"], ("create.notify",)))
         if sum(values["errors"]):
             result.notes.append(f"{clients} client(s): {sum(values['errors']):.0f} non-201 answers")
 
 
-def _http_once(ctx: Context, template: str, clients: int) -> dict[str, float]:
+def _http_once(ctx: Context, template: str, clients: int, processes: int) -> dict[str, float]:
     name, dsn = ctx.server.fresh("http", template)
     key = api_client.create_key(dsn)
     counts = {"done": 0, "errors": 0}
@@ -80,7 +109,7 @@ def _http_once(ctx: Context, template: str, clients: int) -> dict[str, float]:
     try:
         with engine(dsn, 2) as t:
             settled(t, dsn)
-        with api(dsn, pool_size=clients + 4) as (base_url, _):
+        with serve_command(dsn, processes, pool_size=clients + 4) as base_url:
             started = time.perf_counter()
             deadline = started + ctx.config.seconds
 
