@@ -454,7 +454,7 @@ def replay(
     (exit 1 on any difference, 2 on bad input).
     """
     if from_shadow:
-        from tidings.shadow_report import shadow_command
+        from tidings.client_shadow import shadow_command
 
         if path is not None:
             raise typer.BadParameter("--from-shadow reads the database, not fixture files")

@@ -28,6 +28,7 @@ from tidings.client_cancel import CancelCounts, CancelFilter, cancel_many
 from tidings.client_contacts import ContactMethods
 from tidings.client_jobs import JobMethods
 from tidings.client_setup import SetupMethods
+from tidings.client_shadow import live_outcomes, shadow_report
 from tidings.config import Settings
 from tidings.domain.cancellation import parse_reason
 from tidings.domain.clock import Clock, SystemClock
@@ -36,7 +37,6 @@ from tidings.domain.intent import Intent, TimelineEntry
 from tidings.domain.transitions import Event
 from tidings.intake import IntentRequest, create_or_replay
 from tidings.runtime import Runtime
-from tidings.shadow_report import live_outcomes, shadow_report
 from tidings.store import ledger
 from tidings.store.database import Database
 from tidings.store.database_clock import DatabaseClock

@@ -9,11 +9,8 @@ from enum import StrEnum
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import phonenumbers
-from phonenumbers import timezone as phone_timezone
-
 from tidings.domain.errors import InvalidInput
-from tidings.domain.schedules import zone_or_none
+from tidings.domain.phones import PhoneError, read_phone
 
 
 class Channel(StrEnum):
@@ -52,30 +49,17 @@ def parse_channel(value: object) -> Channel:
 
 def normalize_phone(raw: str) -> tuple[str, str | None]:
     """E.164 and the destination country; only full international numbers."""
-    number, region = _valid_number(raw)
-    return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164), region
+    e164, region, _ = _valid_number(raw)
+    return e164, region
 
 
-def _valid_number(raw: str) -> tuple[phonenumbers.PhoneNumber, str]:
-    """The parsed number and its region (the country, or "001" for a
-    non-geographic number)."""
+def _valid_number(raw: str) -> tuple[str, str, tuple[str, ...]]:
+    """E.164, the region (the country, or "001" for a non-geographic
+    number) and the zones the number may be in (domain/phones.py)."""
     try:
-        number = phonenumbers.parse(raw, None)
-    except phonenumbers.NumberParseException:
-        raise InvalidRecipient("recipient.phone", "not an international number") from None
-    # `is_valid_number` is exactly these two steps; the region is asked for
-    # once instead of twice: it is a large share of freezing a job's
-    # audience (docs/benchmarks.md, "Measurements behind the code").
-    region = phonenumbers.region_code_for_number(number)
-    if region is None or not phonenumbers.is_valid_number_for_region(number, region):
-        raise InvalidRecipient("recipient.phone", "not a valid phone number")
-    return number, region
-
-
-def zones_of_number(number: phonenumbers.PhoneNumber) -> tuple[str, ...]:
-    """The time zones a valid number may be in, as far as the zone database knows."""
-    zones = phone_timezone.time_zones_for_number(number)
-    return tuple(z for z in zones if zone_or_none(z) is not None)
+        return read_phone(raw)
+    except PhoneError as e:
+        raise InvalidRecipient("recipient.phone", str(e)) from None
 
 
 def normalize_email(raw: str) -> str:
@@ -106,9 +90,8 @@ def parse_recipient(channel: Channel, data: Mapping[str, Any]) -> Recipient:
         phone = data.get("phone")
         if not isinstance(phone, str):
             raise InvalidRecipient("recipient.phone", "an SMS needs a phone number")
-        number, country = _valid_number(phone)
-        e164 = phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
-        zones = () if timezone is not None else zones_of_number(number)
+        e164, country, number_zones = _valid_number(phone)
+        zones = () if timezone is not None else number_zones
         return Recipient(ref, channel, e164, country, timezone, locale, zones)
     email = data.get("email")
     if not isinstance(email, str):

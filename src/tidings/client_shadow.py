@@ -1,7 +1,7 @@
 """The shadow-rollout report: shadow decisions from the ledger, compared
 with the live system's outcomes (domain/shadow_comparison.py says how).
 
-Library `Tidings.shadow_report`, `POST /v1/shadow/report` and
+Library `Tidings.shadow_report`, `POST /v1/controls/shadow-mode/report` and
 `tidings replay --from-shadow` all come here. The live outcomes are what
 the system that really sent reports, one per idempotency key: a JSON
 array or JSON lines of `{"idempotency_key": ..., "sent": true|false,
