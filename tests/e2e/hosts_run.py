@@ -31,8 +31,15 @@ from typing import Any
 import httpx
 import psycopg
 
+from . import hosts_figures
 from .hosts_cluster import Cluster
-from .hosts_traffic import ApiClients, Stream, console_session_crosses_hosts, prepare, upload_job
+from .hosts_traffic import (
+    ApiClients,
+    Stream,
+    console_session_crosses_hosts,
+    prepare,
+    upload_job,
+)
 from .netns import topology
 from .processes import ledger
 
@@ -53,6 +60,10 @@ class HostsConfig:
     rate_window_s: int = 4
     retry_after_s: int = 15
     cut_at_share: float = 0.3  # of the job sent when worker host 2 is cut off
+    # > 0: at the end, each API host alone, then both, take single intents
+    # from `burst_callers` concurrent callers for this long (the long run).
+    api_burst_s: float = 0.0
+    burst_callers: int = 8
     final_timeout_s: float = 240.0
     worker_args: tuple[str, ...] = (
         "--batch-size", "100", "--sms-concurrency", "8", "--lease-seconds", "10",
@@ -64,6 +75,7 @@ class HostsConfig:
 
 @dataclass
 class HostsResult:
+    config: HostsConfig
     states: Counter[str]
     sends_per_key: Counter[str]
     sends_per_intent: Counter[str]
@@ -81,6 +93,8 @@ class HostsResult:
     seconds: dict[str, float]
     figures: dict[str, Any]
     stream_errors: list[str]
+    lease_recoveries: int
+    cut_host_connections_left: int
 
 
 def run(root: Path, config: HostsConfig) -> HostsResult:
@@ -121,6 +135,7 @@ def _run(cluster: Cluster, config: HostsConfig, say: Callable[[str], None]) -> H
         _wait(lambda: _sent_count(db_url) >= config.cut_at_share * config.recipients,
               config.final_timeout_s, "the job's first share sent")  # fmt: skip
         clock["cut"] = time.time()
+        cpu_before_cut = cluster.database_cpu_seconds() - cpu_start
         cluster.topo.hosts[CUT].cut_off()
         say(f"{CUT} cut off at {_sent_count(db_url)} sent")
         time.sleep(3)  # cut off but running: its leases run out, nobody is told
@@ -135,6 +150,11 @@ def _run(cluster: Cluster, config: HostsConfig, say: Callable[[str], None]) -> H
         _wait(lambda: set(_states(db_url)) <= TERMINAL, config.final_timeout_s,
               "every intent final")  # fmt: skip
         clock["final"] = time.time()
+        bursts = (
+            hosts_figures.bursts(cluster, clients, config, say) if config.api_burst_s > 0 else {}
+        )
+        _wait(lambda: set(_states(db_url)) <= TERMINAL, config.final_timeout_s,
+              "every intent final after the bursts")  # fmt: skip
         entries = ledger(sim)
         job = clients("api-1").get(f"/v1/jobs/{job_id}").json()
     finally:
@@ -143,9 +163,11 @@ def _run(cluster: Cluster, config: HostsConfig, say: Callable[[str], None]) -> H
     sends = Counter(e["idempotency_key"] for e in entries if e["outcome"] in SENT)
     per_intent = Counter(_intent_of(k) for k in sends.elements())
     sent_times = _first_send_times(entries)
-    sent_by_host = _sent_by_host(db_url, cluster.host_of_pid(), clock)
-    figures = _figures(clock, cpu_job, config, stream, sent_by_host)
+    sent_by_host = hosts_figures.sent_by_host(db_url, cluster.host_of_pid(), clock)
+    cpu = {"job": cpu_job, "before_cut": cpu_before_cut}
+    figures = {**hosts_figures.figures(clock, cpu, config, stream, sent_by_host), **bursts}
     return HostsResult(
+        config=config,
         states=_states(db_url),
         sends_per_key=sends,
         sends_per_intent=per_intent,
@@ -165,6 +187,14 @@ def _run(cluster: Cluster, config: HostsConfig, say: Callable[[str], None]) -> H
         seconds={k: round(v - clock["begin"], 1) for k, v in clock.items()},
         figures=figures,
         stream_errors=stream.errors,
+        lease_recoveries=_scalar(
+            db_url, "SELECT count(*) FROM transitions WHERE decision_code = 'LEASE_EXPIRED'"
+        ),
+        cut_host_connections_left=_scalar(
+            db_url,
+            "SELECT count(*) FROM pg_stat_activity WHERE client_addr = %s::inet",
+            (cluster.topo.hosts[CUT].address,),
+        ),
     )
 
 
@@ -217,60 +247,6 @@ def _pause_with_a_new_host(
     return first, ready_at
 
 
-def _sent_by_host(
-    db_url: str, hosts: dict[int, str], clock: dict[str, float]
-) -> dict[str, Counter[str]]:
-    """Accepted attempts per worker host, in each phase: before the cut
-    (three hosts), and after the pause (the two left and the new one)."""
-    with psycopg.connect(db_url) as conn:
-        rows = conn.execute(
-            "SELECT actor, extract(epoch FROM at) FROM transitions WHERE to_state = 'accepted'"
-        ).fetchall()
-    phases: dict[str, Counter[str]] = {
-        "before_cut": Counter(),
-        "after_pause": Counter(),
-        "all": Counter(),
-    }
-    for actor, at in rows:
-        parts = str(actor).split(":")  # worker:<hostname>:<pid>:<n>
-        host = hosts.get(int(parts[2]), actor) if parts[0] == "worker" else parts[0]
-        phases["all"][host] += 1
-        if clock["job"] <= float(at) < clock["cut"]:
-            phases["before_cut"][host] += 1
-        elif clock["pause_end"] + 2 <= float(at) < clock["job_done"]:
-            phases["after_pause"][host] += 1
-    return phases
-
-
-def _figures(
-    clock: dict[str, float], cpu_job: float, config: HostsConfig, stream: Stream,
-    by_host: dict[str, Counter[str]],
-) -> dict[str, Any]:  # fmt: skip
-    before = clock["cut"] - clock["job"]
-    after = clock["job_done"] - clock["pause_end"] - 2
-    sent_in_job_window = config.recipients + sum(stream.created_by.values())
-    job_window = clock["job_done"] - clock["job"]
-    return {
-        "worker_host_intents_per_s_before_cut": {
-            h: round(n / before, 1) for h, n in sorted(by_host["before_cut"].items())
-        },
-        "worker_host_intents_per_s_after_pause": {
-            h: round(n / after, 1) for h, n in sorted(by_host["after_pause"].items())
-        }
-        if after > 0
-        else {},
-        "api_host_stream": {
-            h: {"created": n, "ms_per_create": round(1000 * stream.seconds_by[h] / n, 1)}
-            for h, n in sorted(stream.created_by.items())
-        },
-        "database_cpu_seconds": round(cpu_job, 1),
-        "intents_in_window": sent_in_job_window,
-        "window_seconds": round(job_window, 1),
-        # Cores the server keeps busy at 1,000 intents/s: CPU-seconds per 1,000 intents.
-        "database_cores_per_1000_intents_per_s": round(1000 * cpu_job / sent_in_job_window, 2),
-    }
-
-
 def _wait(check: Callable[[], Any], timeout: float, what: str) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -285,6 +261,12 @@ def _states(db_url: str) -> Counter[str]:
     with psycopg.connect(db_url) as conn:
         rows = conn.execute("SELECT state, count(*) FROM intents GROUP BY state").fetchall()
     return Counter({r[0]: r[1] for r in rows})
+
+
+def _scalar(db_url: str, sql: str, params: tuple[Any, ...] = ()) -> int:
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute(sql, params).fetchone()
+    return int(row[0]) if row else 0
 
 
 def _delivered(db_url: str) -> set[str]:

@@ -172,3 +172,30 @@ def console_session_crosses_hosts(clients: ApiClients, key: str) -> bool:
     with httpx.Client(base_url=clients.urls[second], timeout=30) as other:
         other.cookies.set("tidings_console_session", session)
         return other.get("/console/").status_code == 200
+
+
+def burst(clients: ApiClients, host: str, threads: int, seconds: float) -> int:
+    """As many single intents as `threads` callers can create through one
+    API host in `seconds`: how many were created."""
+    created = [0] * threads
+    stop_at = time.monotonic() + seconds
+
+    def caller(n: int) -> None:
+        with httpx.Client(
+            base_url=clients.urls[host],
+            headers=clients(host).headers,
+            timeout=60,
+        ) as http:
+            while time.monotonic() < stop_at:
+                answer = http.post(
+                    "/v1/intents", json=intent_body(f"burst-{host}-{n}-{created[n]}")
+                )
+                if answer.status_code == 201:
+                    created[n] += 1
+
+    callers = [threading.Thread(target=caller, args=(n,)) for n in range(threads)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    return sum(created)
