@@ -123,10 +123,11 @@ def _run(cluster: Cluster, config: HostsConfig, say: Callable[[str], None]) -> H
     clients = ApiClients({name: cluster.api_url(name) for name in APIS}, keys)
     say(f"up: {len(APIS)} API hosts, {len(WORKERS)} worker hosts on {cluster.topo.subnet}")
     clock["up"] = time.time()
+    stream = Stream(clients, config.stream_per_s)
     try:
         session_crossed = console_session_crosses_hosts(clients, keys["default"])
         held_while_on, held_ids, limited_ids = _held_and_limited(clients, sim, config)
-        stream = Stream(clients, config.stream_per_s).start()
+        stream.start()
         cpu_start = cluster.database_cpu_seconds()
         job_id = upload_job(clients, "api-1", "api-2", config.recipients)
         clock["job"] = time.time()
@@ -158,6 +159,7 @@ def _run(cluster: Cluster, config: HostsConfig, say: Callable[[str], None]) -> H
         entries = ledger(sim)
         job = clients("api-1").get(f"/v1/jobs/{job_id}").json()
     finally:
+        stream.stop()  # before its clients close, also when the run failed
         clients.close()
     say("all final; reading the ledger")
     sends = Counter(e["idempotency_key"] for e in entries if e["outcome"] in SENT)
