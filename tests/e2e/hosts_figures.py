@@ -29,13 +29,14 @@ def bursts(
     created = 0
     cpu = cluster.database_cpu_seconds()
     for name in APIS:
-        n = burst(clients, name, config.burst_callers, config.api_burst_s)
+        n = burst(clients, name, config.burst_callers, config.api_burst_s, "alone")
         rates[name] = round(n / config.api_burst_s, 1)
         created += n
         say(f"{name} alone: {rates[name]} intents/s")
     with ThreadPoolExecutor(len(APIS)) as pool:
         both = list(pool.map(
-            lambda name: burst(clients, name, config.burst_callers, config.api_burst_s), APIS
+            lambda name: burst(clients, name, config.burst_callers, config.api_burst_s, "both"),
+            APIS,
         ))  # fmt: skip
     created += sum(both)
     rates["both"] = round(sum(both) / config.api_burst_s, 1)

@@ -184,9 +184,10 @@ def console_session_crosses_hosts(clients: ApiClients, key: str) -> bool:
         return other.get("/console/").status_code == 200
 
 
-def burst(clients: ApiClients, host: str, threads: int, seconds: float) -> int:
+def burst(clients: ApiClients, host: str, threads: int, seconds: float, tag: str) -> int:
     """As many single intents as `threads` callers can create through one
-    API host in `seconds`: how many were created."""
+    API host in `seconds`: how many were created. `tag` keeps each burst's
+    keys its own (a replayed key answers 200 and creates nothing)."""
     created = [0] * threads
     stop_at = time.monotonic() + seconds
 
@@ -198,7 +199,7 @@ def burst(clients: ApiClients, host: str, threads: int, seconds: float) -> int:
         ) as http:
             while time.monotonic() < stop_at:
                 answer = http.post(
-                    "/v1/intents", json=intent_body(f"burst-{host}-{n}-{created[n]}")
+                    "/v1/intents", json=intent_body(f"burst-{tag}-{host}-{n}-{created[n]}")
                 )
                 if answer.status_code == 201:
                     created[n] += 1
