@@ -14,16 +14,29 @@ TIMEOUT_S = 60.0
 
 
 class LocalPostgres:
-    def __init__(self, root: Path, port: int) -> None:
+    def __init__(
+        self,
+        root: Path,
+        port: int,
+        host: str = "127.0.0.1",
+        trusted_network: str | None = None,
+        settings: dict[str, str] | None = None,
+    ) -> None:
+        """`host`: the address to listen on (127.0.0.1, or another one a
+        test's network namespaces reach); `trusted_network`: a CIDR whose
+        clients may connect too; `settings`: more `-c name=value`."""
         self.data = root / "pgdata"
         self.sockets = root / "pgsock"
         self.port = port
+        self.host = host
+        self.trusted_network = trusted_network
+        self.settings = settings or {}
         # PostgreSQL refuses to run as root; pgserver runs it as its own user.
         self.user = "pgserver" if os.geteuid() == 0 else None
 
     def url(self, password: str | None = None) -> str:
         secret = f":{password}" if password else ""
-        return f"postgresql://postgres{secret}@127.0.0.1:{self.port}/postgres"
+        return f"postgresql://postgres{secret}@{self.host}:{self.port}/postgres"
 
     def init(self) -> LocalPostgres:
         self.data.mkdir(parents=True)
@@ -33,10 +46,18 @@ class LocalPostgres:
         # Trust: the password a test puts in its DSN is never checked, only
         # looked for in the logs.
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "utf8")
+        if self.trusted_network is not None:
+            with (self.data / "pg_hba.conf").open("a") as hba:
+                hba.write(f"host all all {self.trusted_network} trust\n")
         return self
 
+    def postmaster_pid(self) -> int:
+        """The server's main process (its backends are its children)."""
+        return int((self.data / "postmaster.pid").read_text().split()[0])
+
     def start(self) -> None:
-        options = f"-h 127.0.0.1 -p {self.port} -k {self.sockets} -c fsync=off"
+        extra = "".join(f" -c {name}={value}" for name, value in self.settings.items())
+        options = f"-h {self.host} -p {self.port} -k {self.sockets} -c fsync=off{extra}"
         self._pg_ctl("-o", options, "-l", str(self.data / "log"), "start")
 
     def stop(self) -> None:

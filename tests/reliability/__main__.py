@@ -1,5 +1,8 @@
 """`python -m tests.reliability --minutes N`: the long reliability run.
 
+`python -m tests.reliability --hosts --recipients 100000`: the many-hosts
+run instead (tests/reliability/hosts.py), with its own report.
+
 Writes tests/reliability/reports/reliability-<time>-seed<seed>.json, prints
 a table, and exits 1 if any invariant was violated.
 """
@@ -15,7 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import report
+from . import hosts, report
 from .run import REPORTS, RunConfig, run
 
 
@@ -43,6 +46,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--pause", action="store_true", help="also SIGSTOP workers past their lease (opt-in)"
     )
+    hosts.add_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -58,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     # Our own pool meets dead connections after each restart, as designed.
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     console = Console()
+    if args.hosts:
+        return hosts.main(args, console)
     config = RunConfig(
         minutes=args.minutes,
         seed=args.seed,
