@@ -3,26 +3,23 @@
 from __future__ import annotations
 
 import contextlib
-import faulthandler
 import logging
 import os
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
+from tidings.cli_stop import bound_the_stop, stop_on_signals
 from tidings.config import Settings
 from tidings.keys_cli import keys_app
 
 if TYPE_CHECKING:
     from tidings.client import Tidings
-    from tidings.domain.intent import Intent, TimelineEntry
 
 app = typer.Typer(
     help="Durable, auditable e-mail and SMS notifications on PostgreSQL.",
@@ -38,7 +35,6 @@ console = Console()
 errors = Console(stderr=True)
 # A worker's stop drains for one lease; past it by this much, it is stuck.
 STOP_OVERRUN_SECONDS = 10.0
-STOP_OVERRUN_EXIT = 70  # EX_SOFTWARE
 
 DatabaseWait = Annotated[
     float | None,
@@ -136,7 +132,7 @@ def worker(
     from tidings.dispatch.steps import WorkerConfig
     from tidings.providers.routing import adapters_from_settings
 
-    stop = _stop_on_signals()  # first: a SIGTERM during start-up is a clean stop too
+    stop = stop_on_signals()  # first: a SIGTERM during start-up is a clean stop too
     settings = Settings()
     config = WorkerConfig(
         batch_size=batch_size,
@@ -150,7 +146,7 @@ def worker(
     if url is None:
         console.print("worker stopped before the database answered")
         return
-    _bound_the_stop(stop, config.lease_seconds + STOP_OVERRUN_SECONDS)
+    bound_the_stop(stop, config.lease_seconds + STOP_OVERRUN_SECONDS)
     with _tidings(url=url) as t:
         w = Worker(
             t.runtime,
@@ -239,7 +235,7 @@ def serve(
     # what it re-raises at exit) applies exactly as before.
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        url = _await_database(settings, database_wait_seconds, _stop_on_signals())
+        url = _await_database(settings, database_wait_seconds, stop_on_signals())
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -299,7 +295,7 @@ def up(
         )
         console.print("Ctrl-C stops everything; intents are durable and resume on the next start.")
         console.print(f"development API key: {key}", soft_wrap=True)
-        _stop_on_signals().wait()
+        stop_on_signals().wait()
     finally:
         stack.stop()
     console.print("stopped")
@@ -342,59 +338,13 @@ def docs(
 @app.command()
 def timeline(intent: str, tenant: Annotated[str | None, typer.Option()] = None) -> None:
     """Print everything known about one intent, in order."""
+    from tidings.cli_timeline import intent_summary, timeline_table
+
     with _tidings(tenant) as t:
         found = t.get(intent)
         entries = t.timeline(intent)
-    console.print(_intent_summary(found))
+    console.print(intent_summary(found))
     console.print(timeline_table(entries))
-
-
-def _intent_summary(intent: Intent) -> str:
-    return (
-        f"[bold]{intent.id}[/] {intent.channel} [bold]{intent.state}[/] v{intent.version}  "
-        f"key={intent.idempotency_key}  policy={intent.policy_version}  "
-        f"template={intent.template_name}@{intent.template_revision}  "
-        f"correlation={intent.correlation_id or '-'}"
-    )
-
-
-def describe_inputs(inputs: dict[str, Any]) -> str:
-    """A decision's inputs on one line: consent, zone, caps, blocks."""
-    consent = inputs.get("consent", {})
-    zone = inputs.get("timezone", {})
-    parts = [
-        f"consent={consent.get('evidence_ref') or consent.get('evidence_id') or 'none'}"
-        + (" (required)" if consent.get("required") else ""),
-        f"timezone={zone.get('zone') or ','.join(zone.get('candidates', [])) or 'unknown'}"
-        f" ({zone.get('source', 'unknown')})",
-    ]
-    caps = inputs.get("frequency_caps") or {}
-    parts += [f"cap {cap}={count}" for cap, count in caps.items()]
-    blocks = inputs.get("blocks", {})
-    parts += [name for name in ("opted_out", "suppressed") if blocks.get(name)]
-    return ", ".join(parts)
-
-
-def timeline_table(entries: list[TimelineEntry]) -> Table:
-    table = Table(show_lines=False)
-    for column in ("at", "kind", "from", "to", "event", "actor", "policy", "detail"):
-        table.add_column(column)
-    for e in entries:
-        detail = ", ".join(f"{k}={v}" for k, v in e.detail.items() if k != "input")
-        inputs = e.detail.get("input", {}).get("decision_inputs")
-        if inputs:
-            detail = "; ".join(filter(None, (detail, describe_inputs(inputs))))
-        table.add_row(
-            e.at.isoformat(timespec="milliseconds"),
-            e.kind,
-            e.from_state or "",
-            e.to_state or "",
-            e.event,
-            e.actor,
-            e.policy_version or "",
-            detail,
-        )
-    return table
 
 
 @templates_app.command("validate")
@@ -473,32 +423,6 @@ def purge() -> None:
     with _tidings() as t:
         removed = run_purge(t.db, t.clock.now())
     console.print(", ".join(f"{k}: {v}" for k, v in removed.items()))
-
-
-def _bound_the_stop(stop: threading.Event, seconds: float) -> None:
-    """A stop that overruns its drain prints every thread's stack and exits.
-
-    The drain is bounded by design (one lease); this is the backstop for a
-    wait nobody foresaw, so a supervisor sees where it hung instead of
-    having to SIGKILL a silent process.
-    """
-
-    def watch() -> None:
-        stop.wait()
-        time.sleep(seconds)
-        sys.stderr.write(f"stop overran {seconds:.0f} s; threads:\n")
-        faulthandler.dump_traceback(all_threads=True)
-        sys.stderr.flush()
-        os._exit(STOP_OVERRUN_EXIT)
-
-    threading.Thread(target=watch, name="stop-watch", daemon=True).start()
-
-
-def _stop_on_signals() -> threading.Event:
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    return stop
 
 
 def main() -> None:
