@@ -129,9 +129,17 @@ def prepare_page(conn: Conn, job: Mapping[str, Any], after: int, now: datetime) 
         return after, True
     policy = policies.by_version(conn, job["tenant_id"], job["policy_version"])
     facts = _page_facts(conn, job["tenant_id"], rows)
-    _stage(conn, [i for r in rows for i in _intents_for(job, r, policy, facts, now)])
-    fetch_one(conn, "move_staged_intents", {})
-    conn.execute("DROP TABLE staged_intents, staged_inputs")
+    staged = [i for r in rows for i in _intents_for(job, r, policy, facts, now)]
+    _stage(conn, staged)
+    # An exclusion's decision inputs ride along as one JSON parameter: few
+    # rows of a page have them, so they need no table of their own.
+    excluded = [
+        {"idempotency_key": s.row[KEY_COLUMN], "inputs": s.inputs}
+        for s in staged
+        if s.inputs is not None
+    ]
+    fetch_one(conn, "move_staged_intents", {"inputs": Jsonb(excluded)})
+    conn.execute("DROP TABLE staged_intents")
     last = rows[-1]["seq"]
     execute(
         conn,
@@ -282,17 +290,8 @@ def _stage(conn: Conn, staged: list[Staged]) -> None:
     conn.execute(
         "CREATE TEMP TABLE staged_intents (LIKE intents INCLUDING DEFAULTS) ON COMMIT DROP"
     )
-    conn.execute(
-        "CREATE TEMP TABLE staged_inputs (idempotency_key text PRIMARY KEY, inputs jsonb)"
-        " ON COMMIT DROP"
-    )
     with conn.cursor().copy(
         f"COPY staged_intents ({', '.join(INTENT_COLUMNS)}) FROM STDIN"
     ) as copy:
         for item in staged:
             copy.write_row(item.row)
-    excluded = [(s.row[KEY_COLUMN], Jsonb(s.inputs)) for s in staged if s.inputs is not None]
-    if excluded:
-        with conn.cursor().copy("COPY staged_inputs (idempotency_key, inputs) FROM STDIN") as copy:
-            for pair in excluded:
-                copy.write_row(pair)

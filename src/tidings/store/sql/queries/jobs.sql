@@ -106,7 +106,9 @@ WITH created AS (
                'job_id', c.job_id, 'template', c.template_name,
                'template_revision', c.template_revision, 'decision_inputs', s.inputs)),
            c.policy_version, c.decision_code, c.created_at
-    FROM created c LEFT JOIN staged_inputs s ON s.idempotency_key = c.idempotency_key
+    FROM created c
+    LEFT JOIN jsonb_to_recordset(%(inputs)s::jsonb) AS s (idempotency_key text, inputs jsonb)
+           ON s.idempotency_key = c.idempotency_key
 ), announced AS (
     INSERT INTO events (tenant_id, type, intent_id, job_id, payload, created_at)
     SELECT tenant_id, 'intent.' || state, id, job_id,
