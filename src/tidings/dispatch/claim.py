@@ -143,15 +143,22 @@ class _Moves:
             )
 
 
-def _apply(
-    conn: Conn, intent: Intent, result: GateResult, request: ClaimRequest, now: datetime
-) -> ledger.Step | _Start:
+def _detail(result: GateResult) -> dict[str, Any]:
+    """The claim transition's input: the decision and what it read."""
     decision = result.decision
     detail: dict[str, Any] = {"code": decision.code, "verdict": result.verdict.value}
     if decision.detail:
         detail["detail"] = decision.detail
     if result.inputs is not None:
         detail["decision_inputs"] = result.inputs
+    return detail
+
+
+def _apply(
+    conn: Conn, intent: Intent, result: GateResult, request: ClaimRequest, now: datetime
+) -> ledger.Step | _Start:
+    decision = result.decision
+    detail = _detail(result)
     actor = f"worker:{request.owner}"
     code, version = decision.code, decision.policy_version
     if result.verdict is ClaimVerdict.SEND:
@@ -165,12 +172,7 @@ def _apply(
             record_rate_limit_wait(room.key.scope, decision.retry_after_seconds)
         verdict = claim_verdict(decision, now=now, expires_at=intent.expires_at)
         result = GateResult(verdict, decision, result.policy, result.inputs)
-        detail = {
-            "code": decision.code,
-            "verdict": result.verdict.value,
-            "detail": decision.detail,
-            **({"decision_inputs": result.inputs} if result.inputs is not None else {}),
-        }
+        detail = _detail(result)
         code, version = decision.code, decision.policy_version
     event = claim_event(result.verdict)
     if result.verdict is ClaimVerdict.DEFER:
