@@ -19,6 +19,7 @@ from bench.context import Context
 from bench.db import MIGRATED
 from tidings import Tidings
 from tidings.config import Settings
+from tidings.policies import builtin_document
 
 SECRET = "bench-secret-key-0123456789abcdef"
 TEMPLATE = "bench_offer"
@@ -32,6 +33,9 @@ def engine(dsn: str, pool_size: int = 4) -> Tidings:
 
 
 def publish(t: Tidings) -> None:
+    # Nothing is sent under deny by default without a published policy: the
+    # shipped example, as a user starting out publishes it.
+    t.publish_policy(builtin_document("default"))
     t.publish_template(
         TEMPLATE, channel="sms", body=BODY, required_variables=["class_name", "deadline"]
     )
