@@ -15,7 +15,15 @@ from tidings.providers.simulator.core import SimulatorCore
 from tidings.providers.simulator.receipts import SIGNATURE_HEADER, render, sign
 from tidings.providers.simulator_adapter import InProcessSimulatorAdapter, SimulatorAdapter
 
-from .api_support import auth, client, count, intent_body, is_problem, new_key, publish_offer
+from .api_support import (
+    auth,
+    client,
+    intent_body,
+    is_problem,
+    new_key,
+    publish_offer,
+    receipts_stored,
+)
 from .dispatch_helpers import simulator, worker
 
 SECRET = "webhook-test-secret"
@@ -66,14 +74,14 @@ def test_a_signed_receipt_is_applied(sent: Sent, db_url: str) -> None:
         assert answer.json()["received"] == 1
         effects += answer.json()["effects"]
     assert effects[-1] == "intent_delivered"
-    assert sent.state() == "delivered" and count(db_url, "observations") == 2
+    assert sent.state() == "delivered" and receipts_stored(db_url) == 2
 
 
 def test_a_replayed_webhook_is_recorded_once(sent: Sent, db_url: str) -> None:
     delivered = sent.receipts[-1]
     assert sent.post(delivered).json()["effects"] == ["intent_delivered"]
     assert sent.post(delivered).json()["effects"] == ["duplicate"]
-    assert count(db_url, "observations") == 1 and sent.state() == "delivered"
+    assert receipts_stored(db_url) == 1 and sent.state() == "delivered"
 
 
 def _forged(receipt: WebhookRequest) -> list[dict[str, Any]]:
@@ -95,7 +103,7 @@ def _forged(receipt: WebhookRequest) -> list[dict[str, Any]]:
 def test_a_missing_or_bad_signature_is_401_and_records_nothing(sent: Sent, db_url: str) -> None:
     for forged in _forged(sent.receipts[-1]):
         is_problem(sent.http.post(PATH, **forged), 401, "INVALID_SIGNATURE")
-    assert count(db_url, "observations") == 0 and sent.state() == "accepted"
+    assert receipts_stored(db_url) == 0 and sent.state() == "accepted"
 
 
 def test_an_unknown_provider_is_404(sent: Sent) -> None:
@@ -110,7 +118,7 @@ def test_a_signed_body_that_is_not_json_is_400(sent: Sent, db_url: str) -> None:
     body = b"status=delivered"
     headers = {SIGNATURE_HEADER: sign(SECRET, body, int(time.time()))}
     is_problem(sent.http.post(PATH, content=body, headers=headers), 400, "INVALID_WEBHOOK")
-    assert count(db_url, "observations") == 0
+    assert receipts_stored(db_url) == 0
 
 
 class Recording(SimulatorAdapter):

@@ -25,6 +25,9 @@ REFERENCE_TABLES = {
     # One row per provider account that said "back off": the account is the
     # deployment's, shared by every tenant, and every claim reads its row.
     "provider_pauses",
+    # One row per month of evidence partitions: the partitions are the
+    # deployment's, each holding every tenant's evidence of that month.
+    "evidence_months",
 }
 # Bookkeeping of the migration runner, created on the coordinator only.
 LOCAL_TABLES = {"schema_migrations"}

@@ -57,7 +57,10 @@ def take(
         observations = _rows(
             conn,
             "SELECT tenant_id, dedupe_key, source, intent_id, effect, provider_message_id,"
-            " received_at, raw FROM observations",
+            " received_at, raw FROM observations"
+            # Receipts that never matched an attempt are kept apart (0026).
+            " UNION ALL SELECT tenant_id, dedupe_key, source, NULL, effect,"
+            " provider_message_id, received_at, raw FROM unmatched_observations",
         )
         conn.rollback()
     return Snapshot(

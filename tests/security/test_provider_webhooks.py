@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 from tests.e2e.processes import start_api, wait_http
-from tests.integration.api_support import client, count
+from tests.integration.api_support import client, receipts_stored
 from tests.providers.peer_support import TOPIC_ARN, SnsSigner
 from tests.providers.test_aws_sms import sms_client, sms_event
 from tidings import Tidings
@@ -73,7 +73,7 @@ def test_sns_without_pinned_topics_accepts_nothing(tidings: Tidings, db_url: str
     # Genuinely signed by SNS, but for any topic of any AWS account.
     answer = _sns_post(http, _event(signer, topic_arn="arn:aws:sns:us-east-1:666:attacker"))
     _assert_problem(answer, 404)
-    assert count(db_url, "observations") == 0
+    assert receipts_stored(db_url) == 0
 
 
 def test_sns_from_a_topic_not_pinned_is_refused(tidings: Tidings, db_url: str) -> None:
@@ -81,7 +81,7 @@ def test_sns_from_a_topic_not_pinned_is_refused(tidings: Tidings, db_url: str) -
     http = client(tidings, {"aws_sms": _aws_sms(signer, topic_arns=[TOPIC_ARN])})
     _assert_problem(_sns_post(http, _event(signer, topic_arn=TOPIC_ARN + "-other")), 401)
     assert _sns_post(http, _event(signer)).status_code == 200
-    assert count(db_url, "observations") == 1
+    assert receipts_stored(db_url) == 1
 
 
 @pytest.mark.parametrize("age", [timedelta(hours=2), -timedelta(hours=1)])
@@ -94,7 +94,7 @@ def test_sns_messages_out_of_their_time_are_refused(
     http = client(tidings, {"aws_sms": _aws_sms(signer, topic_arns=[TOPIC_ARN])})
     stamp = datetime.now(UTC) - age
     _assert_problem(_sns_post(http, _event(signer, timestamp=stamp)), 401)
-    assert count(db_url, "observations") == 0
+    assert receipts_stored(db_url) == 0
 
 
 def test_sns_certificates_only_from_sns_endpoints(tidings: Tidings, db_url: str) -> None:
@@ -115,7 +115,7 @@ def test_sns_certificates_only_from_sns_endpoints(tidings: Tidings, db_url: str)
         "https://sns.s3.us-east-1.amazonaws.com/x/SimpleNotificationService-1.pem",
     ):
         _assert_problem(_sns_post(http, _event(attacker, cert_url=url)), 401)
-    assert fetched == [] and count(db_url, "observations") == 0
+    assert fetched == [] and receipts_stored(db_url) == 0
 
 
 def test_sns_certificate_out_of_reach_is_a_5xx_so_sns_retries(tidings: Tidings) -> None:
@@ -160,7 +160,7 @@ def test_sns_adapters_built_without_topics_refuse_every_event(
     signer = SnsSigner()
     answer = _post(http, provider, json.dumps(_event(signer)).encode(), {})
     _assert_problem(answer, 404)
-    assert signer.fetched == [] and count(db_url, "observations") == 0
+    assert signer.fetched == [] and receipts_stored(db_url) == 0
 
 
 # --- the simulator's webhook secret -------------------------------------------
@@ -195,7 +195,7 @@ def test_tidings_serve_off_loopback_refuses_receipts_signed_with_the_default_sec
         proc.terminate()
         proc.wait(timeout=10)
     _assert_problem(answer, 404)
-    assert count(db_url, "observations") == 0
+    assert receipts_stored(db_url) == 0
 
 
 def test_the_default_secret_only_in_loopback_development() -> None:
@@ -374,7 +374,7 @@ def test_a_signed_simulator_event_with_a_bad_time_is_a_400(
     }
     headers, body = render(event, SECRET, int(time.time()))
     _assert_problem(_post(http, "simulator", body, headers), 400)
-    assert count(db_url, "observations") == 0
+    assert receipts_stored(db_url) == 0
 
 
 @pytest.mark.parametrize("field", ["message_id", "idempotency_key"])
@@ -385,7 +385,7 @@ def test_a_signed_simulator_event_with_a_bad_reference_is_a_400(
     event = {"event_id": "e1", "message_id": "SIM1", "status": "delivered", field: {"x": [1]}}
     headers, body = render(event, SECRET, int(time.time()))
     _assert_problem(_post(http, "simulator", body, headers), 400)
-    assert count(db_url, "observations") == 0
+    assert receipts_stored(db_url) == 0
 
 
 @pytest.mark.parametrize(

@@ -119,7 +119,7 @@ def test_two_tenants_with_one_key_each_receive_only_their_own_receipts(
         " WHERE o.provider_message_id IS DISTINCT FROM a.provider_message_id",
     )
     assert misplaced == []
-    assert _rows(db_url, "SELECT count(*) FROM observations WHERE intent_id IS NULL") == [(0,)]
+    assert _rows(db_url, "SELECT count(*) FROM unmatched_observations") == [(0,)]
 
 
 # --- the same, with the receipts a provider really sends --------------------

@@ -17,11 +17,12 @@ from tidings.store.queries import all_queries
 
 from .tenant_joins import JoinChecker, parse_named
 
-# The only statement that moves a row to another tenant: an observation
-# that arrived before its attempt was known is kept under the tenant the
-# receipt named (or none) and re-keyed once matched. On Citus a change of
-# the distribution column is a move: docs/scaling.md says how.
-RETENANTING = {"observation_matched"}
+# No statement changes a row's tenant. An observation that arrived before
+# its attempt was known waits in unmatched_observations (under the tenant
+# the receipt named, or none); once matched, `observation_matched` deletes
+# it there and inserts it into observations under the attempt's tenant:
+# on Citus, a move between shards that is already written as one.
+RETENANTING: set[str] = set()
 
 # Queries that run per intent or per batch on the dispatch and intake paths
 # (docs/scaling.md, "Which queries stay on one shard").

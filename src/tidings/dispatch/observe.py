@@ -110,10 +110,12 @@ def apply_observation(
     tenant's attempts, and is the tenant an unmatched one is kept under.
     """
     attempt = find_attempt(conn, obs, tenant_hint)
-    # Unmatched observations are kept too (tenant unknown yet: ''), and
-    # matched when the attempt's provider id is recorded.
+    # Unmatched observations are kept too (tenant unknown yet: ''), apart,
+    # and moved to the attempt's when its provider id is recorded.
     tenant = attempt.tenant_id if attempt else (tenant_hint or "")
-    stored = fetch_one(conn, "record_observation", _row(obs, attempt, tenant, source, now))
+    row = _row(obs, attempt, tenant, source, now)
+    query = "record_observation" if attempt else "record_unmatched_observation"
+    stored = fetch_one(conn, query, row)
     if stored is None:
         return "duplicate"
     effect = "unmatched"
@@ -131,7 +133,12 @@ def apply_observation(
             "intent_id": str(attempt.intent_id) if attempt else None,
         },
     )
-    execute(conn, "observation_effect", {"tenant_id": tenant, "id": stored["id"], "effect": effect})
+    marked = {"tenant_id": tenant, "intent_id": row["intent_id"], "id": stored["id"]}
+    execute(
+        conn,
+        "observation_effect" if attempt else "unmatched_observation_effect",
+        {**marked, "effect": effect},
+    )
     return effect
 
 

@@ -7,6 +7,13 @@ events at `attempt_evidence_days` after it ended, the recipient decision
 counts kept on it, at `job_facts_days` (its `facts_expire_at`). Each
 clock comes from the policy version the evidence was decided under, never
 from whatever policy is current.
+
+The evidence tables are partitioned by month: a month whose intents are
+all past a clock goes whole (dispatch/retention_months.py), and so does
+one past every clock that only a few intents still need, whose rows move
+to the default partition first. Row by row go: what a month that many
+intents still need keeps past some intents' clock, and what the default
+partitions hold (evidence of no month, or kept when its month went).
 """
 
 from __future__ import annotations
@@ -14,26 +21,30 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from tidings.dispatch.retention_months import Clocks, drop_due_months, overdue_kept
+from tidings.domain.evidence_months import IdRange
 from tidings.domain.policy_document import Retention
-from tidings.store import policies
+from tidings.store import evidence_partitions, policies
 from tidings.store.database import Database, execute, fetch_all, fetch_one
+from tidings.store.evidence_partitions import EvidenceMonth
 
 BATCH = 1000
+COUNTS = (
+    "intents",
+    "attempts",
+    "observations",
+    "job_recipients",
+    "jobs",
+    "audience_uploads",
+    "destinations",
+)
 
 
-def purge(db: Database, now: datetime) -> dict[str, int]:
-    removed = dict.fromkeys(
-        (
-            "intents",
-            "attempts",
-            "observations",
-            "job_recipients",
-            "jobs",
-            "audience_uploads",
-            "destinations",
-        ),
-        0,
-    )
+def purge(db: Database, now: datetime) -> dict[str, Any]:
+    """Everything past its clock; returns what each kind lost, and the
+    months whose partitions were dropped whole (`months_dropped`)."""
+    removed: dict[str, Any] = dict.fromkeys(COUNTS, 0)
+    evidence_partitions.ensure(db, now)
     with db.transaction() as conn:
         groups = fetch_all(conn, "retention_groups", {})
         clocks = {
@@ -42,9 +53,16 @@ def purge(db: Database, now: datetime) -> dict[str, int]:
             ).retention
             for g in groups
         }
+    for key, clock in clocks.items():
+        _snapshot_jobs(db, key, clock, now)
+    with db.transaction() as conn:
+        months = evidence_partitions.registered(conn)
+    removed["months_dropped"] = drop_due_months(db, months, clocks, now)
+    with db.transaction() as conn:
+        months = evidence_partitions.registered(conn)
     for group in groups:
         key = (group["tenant_id"], group["policy_version"])
-        for kind, n in _purge_group(db, key, clocks[key], group["oldest"], now).items():
+        for kind, n in _purge_group(db, key, clocks, months, group["oldest"], now).items():
             removed[kind] += n
     shortest = min((c.observation_days for c in clocks.values()), default=90)
     with db.transaction() as conn:
@@ -57,30 +75,43 @@ def purge(db: Database, now: datetime) -> dict[str, int]:
     return removed
 
 
+def _snapshot_jobs(db: Database, key: tuple[str, str], clock: Retention, now: datetime) -> None:
+    # A job's final counts and cost are kept on it before the first of its
+    # evidence goes, whole months included.
+    tenant, version = key
+    attempts_before = now - timedelta(days=clock.attempt_evidence_days)
+    params = {"tenant_id": tenant, "policy_version": version, "now": now}
+    with db.transaction() as conn:
+        execute(conn, "snapshot_job_counts", {**params, "attempts_before": attempts_before})
+
+
 def _purge_group(
-    db: Database, key: tuple[str, str], clock: Retention, oldest: datetime, now: datetime
+    db: Database,
+    key: tuple[str, str],
+    clocks: Clocks,
+    months: list[EvidenceMonth],
+    oldest: datetime,
+    now: datetime,
 ) -> dict[str, int]:
     tenant, version = key
+    clock = clocks[key]
     group = {"tenant_id": tenant, "policy_version": version, "now": now, "limit": BATCH}
-    attempts_before = now - timedelta(days=clock.attempt_evidence_days)
-    with db.transaction() as conn:
-        execute(conn, "snapshot_job_counts", {**group, "attempts_before": attempts_before})
     removed = {"observations": 0, "attempts": 0, "intents": 0}
     if oldest >= now - timedelta(days=min(_days(clock))) and not _job_evidence_due(db, group):
         return removed  # nothing of this group is old enough for any clock
-    observations_before = now - timedelta(days=clock.observation_days)
-    removed["observations"] = _in_batches(
-        db, "purge_observations_of", {**group, "before": observations_before}
-    )
-    while True:
-        with db.transaction() as conn:
-            row = fetch_one(conn, "purge_attempt_evidence", {**group, "before": attempts_before})
-        assert row is not None
-        removed["attempts"] += int(row["attempts"])
-        if int(row["intents"]) < BATCH:
-            break
+    observations = {**group, "before": now - timedelta(days=clock.observation_days)}
+    removed["observations"] = _in_batches(db, "purge_observations_default", observations, None)
+    for ids in overdue_kept(months, "observations_dropped_at", clock.observation_days, now):
+        removed["observations"] += _in_batches(db, "purge_observations_of", observations, ids)
+    attempts = {**group, "before": now - timedelta(days=clock.attempt_evidence_days)}
+    removed["attempts"] = _attempts_in_batches(db, "purge_attempt_evidence_default", attempts, None)
+    days = clock.attempt_evidence_days
+    for ids in overdue_kept(months, "attempts_dropped_at", days, now):
+        removed["attempts"] += _attempts_in_batches(db, "purge_attempt_evidence", attempts, ids)
     recipients_before = now - timedelta(days=clock.recipient_evidence_days)
-    removed["intents"] = _in_batches(db, "purge_intents", {**group, "before": recipients_before})
+    removed["intents"] = _in_batches(
+        db, "purge_intents", {**group, "before": recipients_before}, None
+    )
     return removed
 
 
@@ -95,11 +126,27 @@ def _days(clock: Retention) -> tuple[int, ...]:
     return (clock.observation_days, clock.attempt_evidence_days, clock.recipient_evidence_days)
 
 
-def _in_batches(db: Database, query: str, params: dict[str, Any]) -> int:
+def _attempts_in_batches(
+    db: Database, query: str, params: dict[str, Any], ids: IdRange | None
+) -> int:
+    """Attempts removed, a batch of intents per transaction."""
+    bounded = {**params, **(ids.as_params() if ids else {})}
     total = 0
     while True:
         with db.transaction() as conn:
-            n = execute(conn, query, params)
+            row = fetch_one(conn, query, bounded)
+        assert row is not None
+        total += int(row["attempts"])
+        if int(row["intents"]) < BATCH:
+            return total
+
+
+def _in_batches(db: Database, query: str, params: dict[str, Any], ids: IdRange | None) -> int:
+    bounded = {**params, **(ids.as_params() if ids else {})}
+    total = 0
+    while True:
+        with db.transaction() as conn:
+            n = execute(conn, query, bounded)
         total += n
         if n < BATCH:
             return total

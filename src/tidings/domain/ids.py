@@ -13,12 +13,17 @@ from datetime import datetime
 
 _lock = threading.Lock()
 _last = [0, 0]  # last millisecond, counter within it
+# A clock set back by more than this (an injected one, a corrected host) is
+# followed: an id's time is its intent's creation time, which decides the
+# month its evidence is kept in (domain/evidence_months.py). Smaller steps
+# back (threads reading the clock a moment apart) keep ids in order.
+SET_BACK_MS = 1000
 
 
 def uuid7(at: datetime | None = None) -> uuid.UUID:
     millis = int((at.timestamp() if at else _wall()) * 1000)
     with _lock:
-        if millis <= _last[0]:
+        if _last[0] - SET_BACK_MS <= millis <= _last[0]:
             millis = _last[0]
             _last[1] += 1
         else:

@@ -44,6 +44,20 @@ def attempt_key(intent_id: UUID | str, n: int) -> str:
     return f"{ATTEMPT_KEY_PREFIX}:{UUID(str(intent_id))}:{n}"
 
 
+def intent_of_attempt_key(key: str) -> UUID | None:
+    """The intent an attempt key of ours was made from, or None for any
+    other string (a key from before this format, a forged reference)."""
+    prefix, _, rest = key.partition(":")
+    intent, _, n = rest.rpartition(":")
+    if prefix != ATTEMPT_KEY_PREFIX or not n.isdigit():
+        return None
+    try:
+        found = UUID(intent)
+    except ValueError:
+        return None
+    return found if int(n) >= 1 and attempt_key(found, int(n)) == key else None
+
+
 def report_key(report_id: str, revision: int | str, channel: str) -> str:
     return f"report:{report_id}:revision:{revision}:{channel}"
 

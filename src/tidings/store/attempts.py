@@ -19,6 +19,7 @@ from uuid import UUID
 import psycopg
 
 from tidings.domain.intent import Attempt
+from tidings.domain.keys import intent_of_attempt_key
 from tidings.domain.states import AttemptState, IntentState
 from tidings.store.database import Row, execute, fetch_all, fetch_one, records
 
@@ -261,9 +262,11 @@ def by_number(conn: Conn, ref: AttemptRef) -> Attempt | None:
 
 def by_reference(conn: Conn, attempt_key: str, provider: str) -> list[Row]:
     """At most two attempts sent through `provider` under our reference."""
-    return fetch_all(
-        conn, "attempts_by_reference", {"attempt_key": attempt_key, "provider": provider}
-    )
+    params = {"attempt_key": attempt_key, "provider": provider}
+    intent_id = intent_of_attempt_key(attempt_key)
+    if intent_id is None:
+        return fetch_all(conn, "attempts_by_reference", params)
+    return fetch_all(conn, "attempts_by_reference_of_intent", {**params, "intent_id": intent_id})
 
 
 def by_provider_id(conn: Conn, provider: str, provider_message_id: str) -> list[Row]:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
 import psycopg
+
+from tidings.store import evidence_partitions
 
 # Any fixed 64-bit number works; this one spells "tidings" in ASCII.
 MIGRATION_LOCK = 0x74696469_6E6773
@@ -47,7 +50,9 @@ def available() -> list[Migration]:
 
 
 def migrate(url: str) -> list[Migration]:
-    """Apply every pending migration; returns the ones applied now.
+    """Apply every pending migration, then make the evidence tables' months
+    up to a few ahead of now (store/evidence_partitions.py); returns the
+    migrations applied now.
 
     Each migration runs in its own transaction under a transaction-scoped
     advisory lock, read again inside it: through a transaction pooler
@@ -62,6 +67,7 @@ def migrate(url: str) -> list[Migration]:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
                 if _apply_if_pending(conn, migration):
                     applied.append(migration)
+        evidence_partitions.ensure(evidence_partitions.OneConnection(conn), datetime.now(UTC))
     return applied
 
 

@@ -103,6 +103,10 @@ CREATE INDEX intents_quarantined ON intents (tenant_id, terminal_at)
 CREATE INDEX intents_unknown ON intents (tenant_id, event_class, channel, terminal_at)
     WHERE state = 'unknown';
 
+-- Partitioned by the intent's id (a UUIDv7: its creation time), one
+-- partition per month made ahead by store/evidence_partitions.py, plus a
+-- default one for ids outside every month (0026, docs/retention.md).
+-- Every key includes intent_id, the partition key.
 CREATE TABLE attempts (
     tenant_id           text        NOT NULL,
     intent_id           uuid        NOT NULL,
@@ -131,10 +135,9 @@ CREATE TABLE attempts (
     -- bounded (migration 0022, providers/response_body.py).
     response_body       text CHECK (octet_length(response_body) <= 2048),
     PRIMARY KEY (tenant_id, intent_id, n),
-    UNIQUE (tenant_id, attempt_key),
     FOREIGN KEY (tenant_id, intent_id) REFERENCES intents (tenant_id, id)
-);
-
+) PARTITION BY RANGE (intent_id);
+CREATE TABLE attempts_default PARTITION OF attempts DEFAULT;
 CREATE INDEX attempts_provider_message ON attempts (provider, provider_message_id)
     WHERE provider_message_id IS NOT NULL;
 CREATE INDEX attempts_checks ON attempts (next_check_at)
@@ -148,14 +151,37 @@ CREATE INDEX attempts_open_calls ON attempts (provider, call_started_at)
     WHERE provider_message_id IS NULL AND state IN ('sending', 'unknown')
       AND call_started_at IS NOT NULL;
 
--- What providers told us, exactly once per provider event: append-only.
+-- What providers told us about an intent's attempts, exactly once per
+-- provider event: append-only.
 CREATE TABLE observations (
     tenant_id           text        NOT NULL,
     id                  bigint      GENERATED ALWAYS AS IDENTITY,
     provider            text        NOT NULL,
     dedupe_key          text        NOT NULL,
-    intent_id           uuid,
+    intent_id           uuid        NOT NULL,
     attempt_n           integer,
+    provider_message_id text,
+    status              text        NOT NULL,
+    code                text,
+    raw_status          text,
+    source              text        NOT NULL CHECK (source IN ('webhook', 'poll', 'send', 'lookup')),
+    occurred_at         timestamptz,
+    received_at         timestamptz NOT NULL,
+    effect              text,
+    raw                 jsonb       NOT NULL DEFAULT '{}'::jsonb,
+    PRIMARY KEY (tenant_id, intent_id, id),
+    UNIQUE (tenant_id, intent_id, provider, dedupe_key)
+) PARTITION BY RANGE (intent_id);
+CREATE TABLE observations_default PARTITION OF observations DEFAULT;
+
+-- Receipts that match no attempt yet (a webhook racing the send's own
+-- commit): kept apart, with no intent, and moved to observations when the
+-- attempt's provider id is recorded (0026).
+CREATE TABLE unmatched_observations (
+    tenant_id           text        NOT NULL,
+    id                  bigint      GENERATED ALWAYS AS IDENTITY,
+    provider            text        NOT NULL,
+    dedupe_key          text        NOT NULL,
     provider_message_id text,
     status              text        NOT NULL,
     code                text,
@@ -168,10 +194,9 @@ CREATE TABLE observations (
     PRIMARY KEY (tenant_id, id),
     UNIQUE (tenant_id, provider, dedupe_key)
 );
-
-CREATE INDEX observations_intent ON observations (tenant_id, intent_id, id);
-CREATE INDEX observations_unmatched ON observations (provider, provider_message_id)
-    WHERE intent_id IS NULL;
+CREATE INDEX unmatched_observations_message
+    ON unmatched_observations (provider, provider_message_id);
+CREATE INDEX unmatched_observations_age ON unmatched_observations (received_at);
 
 -- The audit: one row per version of an intent, written in the same
 -- statement as the version-checked update that made it.
@@ -188,10 +213,14 @@ CREATE TABLE transitions (
     policy_version  text,
     decision_code   text,
     at              timestamptz NOT NULL,
-    PRIMARY KEY (tenant_id, id),
+    PRIMARY KEY (tenant_id, id, intent_id),
     UNIQUE (tenant_id, intent_id, version),
     FOREIGN KEY (tenant_id, intent_id) REFERENCES intents (tenant_id, id)
-);
+) PARTITION BY RANGE (intent_id);
+CREATE TABLE transitions_default PARTITION OF transitions DEFAULT;
+-- The console's states-over-time chart walks back from the current counts
+-- through the last hour of transitions; without this it scans them all.
+CREATE INDEX transitions_recent ON transitions (tenant_id, at);
 
 -- Application-facing events. Readers page by (txid, id) and only see rows
 -- whose transaction is older than every running one, so a cursor never
@@ -201,13 +230,13 @@ CREATE TABLE events (
     id          bigint      GENERATED ALWAYS AS IDENTITY,
     txid        xid8        NOT NULL DEFAULT pg_current_xact_id(),
     type        text        NOT NULL,
-    intent_id   uuid,
+    intent_id   uuid        NOT NULL,
     job_id      uuid,
     payload     jsonb       NOT NULL DEFAULT '{}'::jsonb,
     created_at  timestamptz NOT NULL,
-    PRIMARY KEY (tenant_id, id)
-);
-
+    PRIMARY KEY (tenant_id, intent_id, id)
+) PARTITION BY RANGE (intent_id);
+CREATE TABLE events_default PARTITION OF events DEFAULT;
 CREATE INDEX events_cursor ON events (tenant_id, txid, id);
 
 -- What dispatch needs besides the ledger: immutable template revisions and
@@ -523,9 +552,6 @@ CREATE TABLE alert_rounds (
 -- The last round's cost: the next waits many times as long (0012).
 ALTER TABLE alert_rounds ADD COLUMN took_seconds double precision NOT NULL DEFAULT 0;
 
--- The console's states-over-time chart walks back from the current counts
--- through the last hour of transitions; without this it scans them all.
-CREATE INDEX transitions_recent ON transitions (tenant_id, at);
 -- Application-facing events pushed to a tenant's endpoint, signed, in
 -- order, at least once: the cursor moves only after a 2xx. The secret is
 -- stored encrypted, like destinations.
@@ -612,7 +638,104 @@ ALTER TABLE jobs
     ADD COLUMN final_counts_by_channel jsonb,
     ADD COLUMN final_cost jsonb,
     ADD COLUMN facts_expire_at timestamptz;
-CREATE INDEX intents_attempts_kept ON intents (tenant_id, policy_version, terminal_at)
+CREATE INDEX intents_attempts_kept ON intents (tenant_id, policy_version, id)
     WHERE terminal_at IS NOT NULL AND attempts_purged_at IS NULL;
 -- The shadow-rollout report's decisions (0025, shadow.sql).
 CREATE INDEX intents_shadow ON intents (tenant_id, id) WHERE decision_code = 'SHADOW_MODE';
+-- One row per month of evidence partitions, the deployment's (a reference
+-- table on Citus, docs/scaling.md): its range of intent ids, and when each
+-- of its two clocks' partitions were dropped whole.
+CREATE TABLE evidence_months (
+    month                    date        PRIMARY KEY,
+    lower_id                 uuid        NOT NULL,
+    upper_id                 uuid        NOT NULL,
+    created_at               timestamptz NOT NULL,
+    attempts_dropped_at      timestamptz,
+    observations_dropped_at  timestamptz,
+    CHECK (lower_id < upper_id)
+);
+
+-- The month's partitions of the four evidence tables, and its row in
+-- evidence_months, in the caller's transaction. Rows the default
+-- partitions hold for that month (written while it had no partition of
+-- its own) are moved into it: PostgreSQL refuses a partition whose rows
+-- sit in the default one. False when the month exists already.
+CREATE FUNCTION evidence_month_create(p_month date, p_lower uuid, p_upper uuid,
+                                      p_now timestamptz)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    parent text;
+    part text;
+BEGIN
+    IF EXISTS (SELECT 1 FROM evidence_months WHERE month = p_month) THEN
+        RETURN false;
+    END IF;
+    FOREACH parent IN ARRAY ARRAY['attempts', 'transitions', 'events', 'observations'] LOOP
+        part := parent || '_' || to_char(p_month, 'YYYY_MM');
+        EXECUTE format('CREATE TEMP TABLE evidence_moving (LIKE %I) ON COMMIT DROP', parent);
+        EXECUTE format(
+            'WITH moved AS (DELETE FROM %I WHERE intent_id >= $1 AND intent_id < $2 RETURNING *)'
+            ' INSERT INTO evidence_moving SELECT * FROM moved', parent || '_default')
+            USING p_lower, p_upper;
+        EXECUTE format('CREATE TABLE %I PARTITION OF %I FOR VALUES FROM (%L) TO (%L)',
+                       part, parent, p_lower, p_upper);
+        EXECUTE format('INSERT INTO %I OVERRIDING SYSTEM VALUE SELECT * FROM evidence_moving',
+                       parent);
+        DROP TABLE evidence_moving;
+    END LOOP;
+    INSERT INTO evidence_months (month, lower_id, upper_id, created_at)
+    VALUES (p_month, p_lower, p_upper, p_now);
+    RETURN true;
+END $$;
+
+-- One month's partition of one evidence table, dropped whole: what it held
+-- is gone at once, with no row deleted one by one (no dead rows, no
+-- vacuum). The rows of the intents in `p_keep` (the few a month that has
+-- outlived every clock still needs) are kept: moved out first, they land
+-- in the default partition when put back, the month's range having no
+-- partition of its own any more.
+CREATE FUNCTION evidence_month_drop(p_parent text, p_month date, p_keep uuid[])
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    part text := p_parent || '_' || to_char(p_month, 'YYYY_MM');
+    kept bigint := 0;
+BEGIN
+    IF p_parent NOT IN ('attempts', 'transitions', 'events', 'observations') THEN
+        RAISE EXCEPTION 'not an evidence table: %', p_parent;
+    END IF;
+    IF to_regclass(part) IS NULL THEN
+        RETURN 0;
+    END IF;
+    IF cardinality(p_keep) > 0 THEN
+        EXECUTE format('CREATE TEMP TABLE evidence_kept ON COMMIT DROP AS'
+                       ' SELECT * FROM %I WHERE intent_id = ANY($1)', part) USING p_keep;
+        GET DIAGNOSTICS kept = ROW_COUNT;
+    END IF;
+    EXECUTE format('DROP TABLE %I', part);
+    IF kept > 0 THEN
+        EXECUTE format('INSERT INTO %I OVERRIDING SYSTEM VALUE SELECT * FROM evidence_kept',
+                       p_parent);
+        DROP TABLE evidence_kept;
+    END IF;
+    RETURN kept;
+END $$;
+
+-- An intent's attempts, transitions and events, for the intents in `p_ids`
+-- (the one tenant's), and each intent marked as having lost them: what the
+-- attempt clock takes row by row (retention.sql), in one statement.
+CREATE FUNCTION purge_attempt_evidence_of(p_tenant text, p_ids uuid[], p_now timestamptz)
+RETURNS TABLE (intents bigint, attempts bigint) LANGUAGE sql AS $$
+    WITH gone_transitions AS (
+        DELETE FROM transitions WHERE tenant_id = p_tenant AND intent_id = ANY(p_ids)
+    ), gone_events AS (
+        DELETE FROM events WHERE tenant_id = p_tenant AND intent_id = ANY(p_ids)
+    ), gone_attempts AS (
+        DELETE FROM attempts WHERE tenant_id = p_tenant AND intent_id = ANY(p_ids)
+        RETURNING 1
+    ), marked AS (
+        UPDATE intents SET attempts_purged_at = p_now
+        WHERE tenant_id = p_tenant AND id = ANY(p_ids)
+        RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM marked), (SELECT count(*) FROM gone_attempts)
+$$;

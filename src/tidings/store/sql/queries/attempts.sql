@@ -22,12 +22,15 @@ WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s
   AND state IN ('sending', 'unknown')
 RETURNING *,
     -- whether receipts for this provider id arrived before we knew it
-    EXISTS (SELECT 1 FROM observations o
-            WHERE o.intent_id IS NULL AND o.provider = attempts.provider
+    EXISTS (SELECT 1 FROM unmatched_observations o
+            WHERE o.provider = attempts.provider
               AND o.provider_message_id = %(provider_message_id)s) AS has_unmatched;
 
 -- name: attempts_accepted
 -- `attempt_accepted` for a batch, with the segments each message counted.
+-- Planned for the batch at hand: a generic plan made while the month's
+-- partition was young read all of it for every batch, for good.
+-- plan: each time
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb)
          AS t (tenant_id text, intent_id uuid, n int, provider_message_id text, segments int,
@@ -54,8 +57,8 @@ FROM input t
 WHERE a.tenant_id = t.tenant_id AND a.intent_id = t.intent_id AND a.n = t.n
   AND a.state IN ('sending', 'unknown')
 RETURNING a.tenant_id, a.intent_id, a.n,
-    EXISTS (SELECT 1 FROM observations o
-            WHERE o.intent_id IS NULL AND o.provider = a.provider
+    EXISTS (SELECT 1 FROM unmatched_observations o
+            WHERE o.provider = a.provider
               AND o.provider_message_id = t.provider_message_id) AS has_unmatched;
 
 -- name: attempt_segments
@@ -129,6 +132,13 @@ LIMIT 2;
 -- rows mean the caller matches neither.
 SELECT * FROM attempts
 WHERE attempt_key = %(attempt_key)s AND provider = %(provider)s
+LIMIT 2;
+
+-- name: attempts_by_reference_of_intent
+-- `attempts_by_reference` for a reference made from an intent's id (every
+-- new one): the id names the month's partition, so one is read, not each.
+SELECT * FROM attempts
+WHERE intent_id = %(intent_id)s AND attempt_key = %(attempt_key)s AND provider = %(provider)s
 LIMIT 2;
 
 -- name: attempts_reached_provider

@@ -69,45 +69,66 @@ WHERE tenant_id = %(tenant_id)s AND policy_version = %(policy_version)s
 LIMIT 1;
 
 -- name: purge_observations_of
--- Receipts of final intents past their policy's observation clock.
+-- Receipts of final intents past their policy's observation clock, among
+-- the intents of one range of ids (a month kept whole, or none).
 WITH doomed AS (
-    SELECT o.tenant_id, o.id FROM observations o
+    SELECT o.tenant_id, o.intent_id, o.id FROM observations o
     JOIN intents i ON i.tenant_id = o.tenant_id AND i.id = o.intent_id
     WHERE i.tenant_id = %(tenant_id)s AND i.policy_version = %(policy_version)s
+      AND o.intent_id >= %(low)s AND o.intent_id < %(high)s
       AND i.terminal_at IS NOT NULL AND o.received_at < %(before)s
     LIMIT %(limit)s
 )
-DELETE FROM observations o USING doomed d WHERE o.tenant_id = d.tenant_id AND o.id = d.id;
+DELETE FROM observations o USING doomed d
+WHERE o.tenant_id = d.tenant_id AND o.intent_id = d.intent_id AND o.id = d.id;
+
+-- name: purge_observations_default
+-- Receipts of final intents past their policy's observation clock among
+-- those the default partition holds: of intents in no month, and late
+-- receipts of intents whose month's partition is gone already. Driven by
+-- that partition, which stays small, never by the group's intents.
+WITH doomed AS (
+    SELECT o.tenant_id, o.intent_id, o.id FROM observations_default o
+    JOIN intents i ON i.tenant_id = o.tenant_id AND i.id = o.intent_id
+    WHERE o.tenant_id = %(tenant_id)s AND i.policy_version = %(policy_version)s
+      AND i.terminal_at IS NOT NULL AND o.received_at < %(before)s
+    LIMIT %(limit)s
+)
+DELETE FROM observations o USING doomed d
+WHERE o.tenant_id = d.tenant_id AND o.intent_id = d.intent_id AND o.id = d.id;
 
 -- name: purge_attempt_evidence
 -- Attempts, transitions and events of final intents past the attempt
--- clock; the intent (the recipient decision) stays, marked, until its own.
-WITH doomed AS (
-    SELECT tenant_id, id FROM intents
+-- clock, among the intents of one range of ids (a month kept whole); the
+-- intent (the recipient decision) stays, marked, until its own clock.
+SELECT intents, attempts FROM purge_attempt_evidence_of(%(tenant_id)s, ARRAY(
+    SELECT id FROM intents
     WHERE tenant_id = %(tenant_id)s AND policy_version = %(policy_version)s
       AND terminal_at IS NOT NULL AND attempts_purged_at IS NULL
+      AND id >= %(low)s AND id < %(high)s
       AND terminal_at < %(before)s
       -- a job's cost is read from its attempts: they wait for its snapshot
       AND (job_id IS NULL OR EXISTS (SELECT 1 FROM jobs j WHERE j.tenant_id = intents.tenant_id
                                      AND j.id = intents.job_id AND j.final_counts IS NOT NULL))
     LIMIT %(limit)s
-    FOR UPDATE
-), gone_transitions AS (
-    DELETE FROM transitions t USING doomed d
-    WHERE t.tenant_id = d.tenant_id AND t.intent_id = d.id
-), gone_events AS (
-    DELETE FROM events e USING doomed d
-    WHERE e.tenant_id = d.tenant_id AND e.intent_id = d.id
-), gone_attempts AS (
-    DELETE FROM attempts a USING doomed d
-    WHERE a.tenant_id = d.tenant_id AND a.intent_id = d.id
-    RETURNING a.tenant_id
-), marked AS (
-    UPDATE intents i SET attempts_purged_at = %(now)s
-    FROM doomed d WHERE i.tenant_id = d.tenant_id AND i.id = d.id
-    RETURNING i.id
-)
-SELECT (SELECT count(*) FROM marked) AS intents, (SELECT count(*) FROM gone_attempts) AS attempts;
+    FOR UPDATE), %(now)s);
+
+-- name: purge_attempt_evidence_default
+-- The same for the intents whose evidence the default partitions hold: of
+-- no month, or kept when their month was dropped. Driven by that
+-- partition, which stays small, never by the group's intents.
+SELECT intents, attempts FROM purge_attempt_evidence_of(%(tenant_id)s, ARRAY(
+    SELECT i.id
+    FROM (SELECT DISTINCT intent_id FROM transitions_default
+          WHERE tenant_id = %(tenant_id)s) k
+    JOIN intents i ON i.tenant_id = %(tenant_id)s AND i.id = k.intent_id
+    WHERE i.policy_version = %(policy_version)s
+      AND i.terminal_at IS NOT NULL AND i.attempts_purged_at IS NULL
+      AND i.terminal_at < %(before)s
+      AND (i.job_id IS NULL OR EXISTS (SELECT 1 FROM jobs j WHERE j.tenant_id = i.tenant_id
+                                       AND j.id = i.job_id AND j.final_counts IS NOT NULL))
+    LIMIT %(limit)s
+    FOR UPDATE OF i), %(now)s);
 
 -- name: purge_intents
 -- Recipient decisions past their clock: a job's at its evidence_expires_at,
@@ -140,7 +161,7 @@ WHERE i.tenant_id = d.tenant_id AND i.id = d.id;
 
 -- name: purge_observations
 -- Receipts that matched no intent, at the shortest observation clock.
-DELETE FROM observations WHERE received_at < %(before)s AND intent_id IS NULL;
+DELETE FROM unmatched_observations WHERE received_at < %(before)s;
 
 -- name: purge_expired_uploads
 -- An uploaded audience past its expiry, used or not, goes with its members

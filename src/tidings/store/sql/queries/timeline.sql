@@ -34,10 +34,17 @@ FROM (
     UNION ALL
     -- What retention took, so a short timeline is never mistaken for a
     -- short history (docs/retention.md).
-    SELECT i.attempts_purged_at, 'retention', NULL, NULL, 'attempt_evidence_purged',
-           'retention', i.policy_version,
+    -- Row by row (attempts_purged_at), or with its whole month's partitions
+    -- (unless its rows were kept apart: its creation is still audited).
+    SELECT coalesce(i.attempts_purged_at, m.attempts_dropped_at), 'retention', NULL, NULL,
+           'attempt_evidence_purged', 'retention', i.policy_version,
            '{"removed": ["attempts", "transitions", "events"]}'::jsonb, 3, 0
     FROM intents i
-    WHERE i.tenant_id = %(tenant_id)s AND i.id = %(id)s AND i.attempts_purged_at IS NOT NULL
+    LEFT JOIN evidence_months m
+           ON i.id >= m.lower_id AND i.id < m.upper_id AND m.attempts_dropped_at IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM transitions t
+                          WHERE t.tenant_id = i.tenant_id AND t.intent_id = i.id)
+    WHERE i.tenant_id = %(tenant_id)s AND i.id = %(id)s
+      AND coalesce(i.attempts_purged_at, m.attempts_dropped_at) IS NOT NULL
 ) entries
 ORDER BY at, tiebreak, seq;
