@@ -2,7 +2,7 @@
 of two installs, alternating, each on a fresh, analysed database.
 
     python -m bench.ab_http --before /path/to/old/.venv/bin/python \\
-        --after .venv/bin/python [--repetitions 3] [--seconds 6]
+        --after .venv/bin/python [--repetitions 3] [--seconds 6] [--client stdlib]
 
 Each install's interpreter runs its own `tidings serve`; the library
 `notify` of this checkout is measured in the same run for the ratio. Uses
@@ -13,11 +13,16 @@ Prints medians; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import http.client
+import json
 import os
 import statistics
 import subprocess
 import threading
 import time
+import urllib.parse
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -68,17 +73,45 @@ def drop(name: str) -> None:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-def drive(base: str, key: str, clients: int, tag: str, seconds: float) -> float:
+@contextlib.contextmanager
+def poster(base: str, key: str, client: str) -> Iterator[Callable[[dict[str, Any]], int]]:
+    """POST /v1/intents on one keep-alive HTTP/1.1 connection: the status.
+
+    `httpx` is what the bench has always used; `stdlib` (http.client) does
+    the same exchange for about a third of httpx's CPU, which on a 2-core
+    machine is taken from the server it measures (docs/benchmarks.md, "The
+    HTTP path, profiled")."""
+    headers = {"Authorization": f"Bearer {key}"}
+    if client == "httpx":
+        with httpx.Client(base_url=base, headers=headers, timeout=30) as session:
+            yield lambda payload: session.post("/v1/intents", json=payload).status_code
+        return
+    url = urllib.parse.urlsplit(base)
+    conn = http.client.HTTPConnection(url.hostname or "", url.port, timeout=30)
+    headers["Content-Type"] = "application/json"
+
+    def post(payload: dict[str, Any]) -> int:
+        conn.request("POST", "/v1/intents", body=json.dumps(payload).encode(), headers=headers)
+        reply = conn.getresponse()
+        reply.read()  # the whole answer, as httpx reads it
+        return int(reply.status)
+
+    try:
+        yield post
+    finally:
+        conn.close()
+
+
+def drive(base: str, key: str, clients: int, tag: str, seconds: float, client: str) -> float:
     done = [0]
     lock = threading.Lock()
     deadline = time.perf_counter() + seconds
 
     def post(worker: int) -> None:
-        headers = {"Authorization": f"Bearer {key}"}
-        with httpx.Client(base_url=base, headers=headers, timeout=30) as http:
+        with poster(base, key, client) as send:
             i = worker
             while time.perf_counter() < deadline:
-                if http.post("/v1/intents", json=body(tag, i)).status_code == 201:
+                if send(body(tag, i)) == 201:
                     with lock:
                         done[0] += 1
                 i += clients
@@ -92,7 +125,9 @@ def drive(base: str, key: str, clients: int, tag: str, seconds: float) -> float:
     return done[0] / (time.perf_counter() - started)
 
 
-def http_once(python: str, clients: int, workers: int, name: str, seconds: float) -> float:
+def http_once(
+    python: str, clients: int, workers: int, name: str, seconds: float, client: str
+) -> float:
     url, key = fresh(name)
     port = free_port()
     command = [python, "-m", "tidings.cli", "serve", "--port", str(port)]
@@ -113,7 +148,7 @@ def http_once(python: str, clients: int, workers: int, name: str, seconds: float
                 pass
             time.sleep(0.2)
         time.sleep(1.0 if workers == 1 else 3.0)  # the other processes, a moment behind
-        return drive(base, key, clients, name, seconds)
+        return drive(base, key, clients, name, seconds, client)
     finally:
         process.terminate()
         process.wait(20)
@@ -139,17 +174,21 @@ def main() -> None:
     parser.add_argument("--after", required=True, help="the new install's python")
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=6.0)
+    parser.add_argument("--client", choices=("httpx", "stdlib"), default="httpx",
+                        help="the HTTP client of the 1 or 8 client threads")  # fmt: skip
     args = parser.parse_args()
     cases = [("before", 1, 1), ("after", 1, 1), ("before", 8, 1), ("after", 8, 1),
-             ("after", 8, 2)]  # fmt: skip
-    pythons = {"before": args.before, "after": args.after}
+             ("before", 8, 2), ("after", 8, 2)]  # fmt: skip
+    # Absolute: the servers run from / (so neither install's checkout shadows
+    # the other's package), where `.venv/bin/python` would name nothing.
+    pythons = {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after)}
     rates: dict[tuple[str, int, int], list[float]] = {c: [] for c in cases}
     library = []
     for rep in range(args.repetitions):
         library.append(notify_once(f"ab_library_{rep}", args.seconds))
         for variant, clients, workers in cases:
             name = f"ab_{variant}_{clients}_{workers}_{rep}"
-            rate = http_once(pythons[variant], clients, workers, name, args.seconds)
+            rate = http_once(pythons[variant], clients, workers, name, args.seconds, args.client)
             rates[(variant, clients, workers)].append(rate)
     base = statistics.median(library)
     print(f"library notify: {base:.0f}/s")

@@ -46,17 +46,19 @@ class Server:
         with psycopg.connect(self.url, autocommit=True) as conn:
             conn.execute(statement)
 
-    def create(self, name: str, template: str | None = None) -> str:
+    def create(self, name: str, template: str | None = None, *, big: bool = False) -> str:
         query = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
         if template:
             query += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
+        if big:  # copy the files, not every block through the WAL (gigabytes of it)
+            query += sql.SQL(" STRATEGY = FILE_COPY")
         self.admin(query)
         return self.dsn(name)
 
-    def fresh(self, label: str, template: str = MIGRATED) -> tuple[str, str]:
+    def fresh(self, label: str, template: str = MIGRATED, *, big: bool = False) -> tuple[str, str]:
         """A new database cloned from `template`: (name, dsn)."""
         name = f"b{next(self._names)}_{label}"[:60]
-        return name, self.create(name, template)
+        return name, self.create(name, template, big=big)
 
     def drop(self, name: str) -> None:
         # FORCE: a worker killed at its time limit may leave a session behind.

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from bench.context import Context
 from bench.model import ScenarioResult
 
-ORDER = ("baselines", "dispatch", "http", "creation", "latency", "reconcile", "scale")
+ORDER = ("baselines", "dispatch", "http", "creation", "latency", "reconcile", "scale", "purge")
 _MODULES = {
     "baselines": "bench.baselines",
     "dispatch": "bench.scenarios.dispatch",
@@ -21,6 +21,7 @@ _MODULES = {
     "latency": "bench.scenarios.latency",
     "reconcile": "bench.scenarios.reconcile",
     "scale": "bench.scenarios.scale",
+    "purge": "bench.scenarios.purge",
 }
 
 

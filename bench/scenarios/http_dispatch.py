@@ -26,6 +26,8 @@ CONCURRENCY = (4, 16, 64)
 # so a pool much smaller than the concurrency suffices; capped so that two
 # workers stay within PostgreSQL's default 100 connections.
 MAX_POOL = 40
+# procrastinate doing the same work (bench/procrastinate_http.py), first.
+HTTP_COMPARE = ("procrastinate.http_worker", *COMPARE)
 
 
 def run(ctx: Context) -> ScenarioResult:
@@ -46,7 +48,7 @@ def run(ctx: Context) -> ScenarioResult:
             )
             label = f"HTTP dispatch, {WORKERS} workers, send concurrency {concurrency}"
             result.measures.append(
-                Measure(f"http.c{concurrency}", label, "intents/s", values["rate"], COMPARE)
+                Measure(f"http.c{concurrency}", label, "intents/s", values["rate"], HTTP_COMPARE)
             )
     result.notes.append(
         f"ceiling per worker = concurrency / {LATENCY_MS:.0f} ms, "

@@ -1,19 +1,21 @@
 """Scenario 4: create-to-provider-call latency at half the maximum throughput.
 
-Two worker processes idle on LISTEN/NOTIFY while producer threads create
-intents with `notify` at half the rate scenario 1 measured for two
-workers (open loop: each creation has its planned moment, so a slow
-dispatch cannot slow the load down). The latency of one intent is the
-simulator ledger's `received_at` (the provider call) minus the intent's
+Two worker processes idle on LISTEN/NOTIFY while producer processes
+(bench/producers.py) create intents with `notify` at half the rate scenario
+1 measured for two workers (open loop: each creation has its planned moment,
+so a slow dispatch cannot slow the load down). The latency of one intent is
+the simulator ledger's `received_at` (the provider call) minus the intent's
 `created_at`, both from this machine's clock. The first second is warm-up
-(template cache, prepared statements) and is left out.
+(template cache, prepared statements) and is left out. The rate achieved
+is reported beside the rate asked, and a repetition whose producers fell
+more than 5% short of it is named in a note: its latencies are those of a
+lighter load.
 """
 
 from __future__ import annotations
 
 import json
 import tempfile
-import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -23,13 +25,14 @@ import psycopg
 from bench.context import Context
 from bench.model import Measure, ScenarioResult, percentile, repeat
 from bench.procs import WorkerGroup, WorkerSpec
+from bench.producers import produce, producers_for
 from bench.progress import wait_dispatched
 from bench.scenarios import dispatch
-from bench.seed import engine, published_template, request, seeded_template
+from bench.seed import published_template, seeded_template
 
 TITLE = "4. Latency at half load"
 WORKERS = 2
-PRODUCERS = 2
+SHORT = 0.95  # offered below this share of the rate asked: a lighter load than asked
 WARM_UP_S = 1.0
 DRAIN_S = 5.0
 CALIBRATION_INTENTS = 3000
@@ -40,12 +43,30 @@ def run(ctx: Context) -> ScenarioResult:
     rate = _half_load(ctx, result)
     template = published_template(ctx)
     values = repeat(ctx.config.repetitions, lambda: _once(ctx, template, rate))
+    offered = values["offered"]
     result.measures += [
-        Measure("latency.p50", f"create→provider call p50 at {rate:.0f}/s", "ms", values["p50"]),
-        Measure("latency.p99", f"create→provider call p99 at {rate:.0f}/s", "ms", values["p99"]),
-        Measure("latency.offered", "creation rate achieved", "intents/s", values["offered"]),
-    ]
+        Measure("latency.p50", f"create→provider call p50 at {rate:.0f}/s asked", "ms",
+                values["p50"]),
+        Measure("latency.p99", f"create→provider call p99 at {rate:.0f}/s asked", "ms",
+                values["p99"]),
+        Measure("latency.offered", f"creation rate achieved ({rate:.0f}/s asked, "
+                f"{producers_for(rate)} producer processes)", "intents/s", offered),
+    ]  # fmt: skip
+    result.extra["asked"] = rate
+    _shortfall(result, rate, offered)
     return result
+
+
+def _shortfall(result: ScenarioResult, asked: float, offered: list[float]) -> None:
+    short = [(i, x) for i, x in enumerate(offered, 1) if x < SHORT * asked]
+    if short:
+        which = ", ".join(
+            f"repetition {i}: {x:.0f}/s ({1 - x / asked:.0%} short)" for i, x in short
+        )
+        result.notes.append(
+            f"the producers fell more than {1 - SHORT:.0%} short of the {asked:.0f}/s asked in "
+            f"{which}; those latencies are for a lighter load than half the 2-worker rate"
+        )
 
 
 def _half_load(ctx: Context, result: ScenarioResult) -> float:
@@ -67,34 +88,13 @@ def _once(ctx: Context, template: str, rate: float) -> dict[str, float]:
             with WorkerGroup(spec, WORKERS) as group:
                 group.go()
                 time.sleep(0.5)  # let the workers reach their first idle LISTEN wait
-                offered = _produce(dsn, rate, count)
+                offered = produce(dsn, rate, count)
                 wait_dispatched(dsn, count, time.perf_counter(), DRAIN_S)
             received = _ledger(Path(ledgers))
         samples = _latencies(dsn, received)
     finally:
         ctx.server.drop(name)
     return {"p50": percentile(samples, 50), "p99": percentile(samples, 99), "offered": offered}
-
-
-def _produce(dsn: str, rate: float, count: int) -> float:
-    """Create `count` intents, the i-th at start + i/rate; returns the achieved rate."""
-    with engine(dsn, PRODUCERS + 1) as t:
-        t.notify(**request(t, "warm", 0))  # tenant row and pool warm before the clock
-        started = time.perf_counter()
-
-        def produce(first: int) -> None:
-            for i in range(first, count, PRODUCERS):
-                delay = started + i / rate - time.perf_counter()
-                if delay > 0:
-                    time.sleep(delay)
-                t.notify(**request(t, "latency", i))
-
-        threads = [threading.Thread(target=produce, args=(p,)) for p in range(PRODUCERS)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        return count / (time.perf_counter() - started)
 
 
 def _ledger(folder: Path) -> dict[str, datetime]:

@@ -422,7 +422,10 @@ def purge() -> None:
 
     with _tidings() as t:
         removed = run_purge(t.db, t.clock.now())
+    months = removed.pop("months_dropped")
     console.print(", ".join(f"{k}: {v}" for k, v in removed.items()))
+    for month in months:
+        console.print(f"dropped whole: {month}")
 
 
 def main() -> None:

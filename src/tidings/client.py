@@ -35,13 +35,15 @@ from tidings.domain.clock import Clock, SystemClock
 from tidings.domain.errors import AlreadyTerminal, Conflict, NotFound, StaleTransition
 from tidings.domain.intent import Intent, TimelineEntry
 from tidings.domain.transitions import Event
-from tidings.intake import IntentRequest, create_or_replay
+from tidings.intake import create_or_replay
+from tidings.intake_request import IntentRequest
 from tidings.runtime import Runtime
 from tidings.store import ledger
 from tidings.store.database import Database
 from tidings.store.database_clock import DatabaseClock
 from tidings.store.embedded import embedded_url
 from tidings.store.migrate import migrate as apply_migrations
+from tidings.store.wakeups import Waker
 from tidings.vault import Vault, local_secret
 
 # A cancel retries when it loses a race to a worker; each retry re-reads the
@@ -70,6 +72,7 @@ class Tidings(ContactMethods, JobMethods, SetupMethods):
             clock=clock or _default_clock(settings, db),
             vault=Vault(secret_key or _secret(settings)),
             settings=settings,
+            waker=Waker(self.url, prepare=not settings.transaction_pooling),
         )
         self._tenant_ready = False
 
@@ -77,6 +80,8 @@ class Tidings(ContactMethods, JobMethods, SetupMethods):
         return [f"{m.version:04d}_{m.name}" for m in apply_migrations(self.url)]
 
     def close(self) -> None:
+        if self.runtime.waker is not None:
+            self.runtime.waker.close()
         self.db.close()
 
     def __enter__(self) -> Tidings:
@@ -132,9 +137,17 @@ class Tidings(ContactMethods, JobMethods, SetupMethods):
         # Alone, the create is one statement (the intent, its destination and
         # its audit row together) and needs no transaction around it; inside
         # the caller's transaction it commits or rolls back with their work.
-        with self.db.transaction(conn) if conn is not None else self.db.statements() as tx:
+        alone = conn is None
+        with self.db.statements() if alone else self.db.transaction(conn) as tx:
             intent, _ = create_or_replay(
-                tx, self.tenant, request, self.vault, self.clock.now(), actor
+                tx,
+                self.tenant,
+                request,
+                self.vault,
+                self.clock.now(),
+                actor,
+                self.runtime.intake,
+                wake=self.runtime.waker.due if alone and self.runtime.waker else None,
             )
         return intent
 

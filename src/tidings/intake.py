@@ -4,93 +4,50 @@ Validation happens before any write, so bad input creates nothing. The
 request fingerprint is computed over the destination's keyed reference,
 never the raw destination, so nothing sensitive is stored to tell a replay
 from a conflicting reuse of the key.
+
+The template revision and policy version come from the process's cache
+(intake_cache.py) when it has them, so a create is one statement; that
+statement inserts only if they are still current, and otherwise the
+create reads them again and retries. Nothing is created under a version
+that was not current at the insert.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import psycopg
 
-from tidings.domain.errors import IdempotencyConflict, InvalidInput, MissingVariables
+from tidings.domain.errors import (
+    IdempotencyConflict,
+    InvalidInput,
+    MissingVariables,
+    StaleTransition,
+)
 from tidings.domain.ids import uuid7
 from tidings.domain.intent import Intent
-from tidings.domain.keys import check_key, fingerprint
-from tidings.domain.moments import check_moment
-from tidings.domain.recipients import Channel, Recipient, parse_channel, parse_recipient
+from tidings.domain.policy_document import Policy
 from tidings.domain.states import IntentState
-from tidings.domain.storable import check_fields
-from tidings.store import ledger, policies, templates
+from tidings.intake_cache import Candidates, IntakeCache, Remembered, TemplateKey
+from tidings.intake_request import IntentRequest
+from tidings.store import ledger, templates
 from tidings.store.database import fetch_all
 from tidings.templates.model import TemplateRevision
 from tidings.vault import Vault
 
 log = logging.getLogger("tidings.intake")
 
-MAX_VARIABLES_BYTES = 16_384
 DEFAULT_RESEND_BUDGET = 1
-
-
-@dataclass(frozen=True)
-class IntentRequest:
-    idempotency_key: str
-    channel: Channel
-    recipient: Recipient
-    template_name: str
-    template_revision: int | None
-    variables: Mapping[str, Any]
-    purpose: str
-    event_class: str
-    expires_at: datetime | None
-    not_before: datetime | None
-    correlation_id: str | None
-    resend_budget: int | None
-
-    @classmethod
-    def parse(cls, *, now: datetime, **raw: Any) -> IntentRequest:
-        check_fields(raw)  # NUL, bad Unicode, JSON too deep: 4xx, not a driver error
-        channel = parse_channel(raw.get("channel"))
-        name, revision = _template(raw.get("template"))
-        return cls(
-            idempotency_key=check_key(raw.get("idempotency_key")),
-            channel=channel,
-            recipient=parse_recipient(channel, _mapping("recipient", raw.get("recipient"))),
-            template_name=name,
-            template_revision=revision,
-            variables=_variables(raw.get("variables")),
-            purpose=_word("purpose", raw.get("purpose")),
-            event_class=_word("event_class", raw.get("event_class")),
-            expires_at=_moment("expires_at", raw.get("expires_at"), now, future=True),
-            not_before=_moment("not_before", raw.get("not_before"), now, future=False),
-            correlation_id=_optional_text("correlation_id", raw.get("correlation_id")),
-            resend_budget=_budget(raw.get("resend_budget")),
-        )
-
-    def fingerprint(self, destination_ref: str) -> str:
-        return fingerprint(
-            {
-                "channel": self.channel.value,
-                "recipient": {
-                    "ref": self.recipient.ref,
-                    "destination": destination_ref,
-                    "timezone": self.recipient.timezone,
-                    "locale": self.recipient.locale,
-                },
-                "template": [self.template_name, self.template_revision],
-                "variables": self.variables,
-                "purpose": self.purpose,
-                "event_class": self.event_class,
-                "expires_at": self.expires_at.isoformat() if self.expires_at else None,
-                "not_before": self.not_before.isoformat() if self.not_before else None,
-                "correlation_id": self.correlation_id,
-                "resend_budget": self.resend_budget,
-            }
-        )
+# A create reads the template and policy again each time its insert finds
+# them no longer current: once after a publish. Another publish committed
+# between that read and the retry costs one more (not in a REPEATABLE READ
+# transaction, where the read and the insert share a snapshot); three
+# inserts found stale in a row are no longer a race but a loop.
+INSERTS_PER_CREATE = 3
 
 
 def create_or_replay(
@@ -100,30 +57,23 @@ def create_or_replay(
     vault: Vault,
     now: datetime,
     actor: str,
+    cache: IntakeCache,
+    wake: Callable[[str], None] | None = None,
 ) -> tuple[Intent, bool]:
-    """The intent for this key: created now (True) or the first one (False)."""
+    """The intent for this key: created now (True) or the first one (False).
+
+    `wake`, for a create on a connection in autocommit, is called with the
+    channel once the intent is committed (store/wakeups.py); without it the
+    create wakes the workers from its transaction, at its commit.
+    """
     recipient = request.recipient
     reference = vault.reference(recipient.channel.value, recipient.destination)
     request_hash = request.fingerprint(reference)
-    context = fetch_all(
-        conn,
-        "intake_context",
-        {
-            "tenant_id": tenant,
-            "name": request.template_name,
-            "channel": request.channel.value,
-            "revision": request.template_revision,
-        },
-    )
+    row = _row(tenant, request, reference, request_hash, now, actor)
+    row["ciphertext"] = vault.encrypt(recipient.destination)
+    row["notify"] = wake is None
     try:
-        revision = templates.resolve_among(
-            [_template_row(r) for r in context if r["t_name"] is not None],
-            request.template_name,
-            request.channel.value,
-            recipient.locale,
-            request.template_revision,
-        )
-        _check_variables(revision, request.variables)
+        created = _insert_current(conn, cache, tenant, request, row)
     except InvalidInput:
         # A key already used answers for its first request: with that intent
         # (a replay) or as a conflict, never as a template error.
@@ -131,20 +81,6 @@ def create_or_replay(
         if existing is not None:
             return _replayed(existing, request_hash), False
         raise
-    stored = {"version": context[0]["policy_version"], "document": context[0]["policy_document"]}
-    policy = policies.current_from(tenant, stored)
-    row = _row(tenant, request, reference, request_hash, now, actor)
-    # Without a policy the intent is still created, and the claim denies it
-    # with POLICY_MISSING: the decision is recorded on the intent's timeline
-    # like any other.
-    budget = DEFAULT_RESEND_BUDGET if policy is None else policy.resend_budget
-    row.update(
-        template_revision=revision.revision,
-        policy_version=None if policy is None else policy.version,
-        resend_budget=budget if request.resend_budget is None else request.resend_budget,
-        ciphertext=vault.encrypt(recipient.destination),
-    )
-    created = ledger.create_intent(conn, row)
     if created is not None:
         log.info(
             "intent created",
@@ -157,10 +93,116 @@ def create_or_replay(
                 "policy_version": created.policy_version,
             },
         )
+        if wake is not None:
+            wake(created.channel)
         return created, True
     # The key is taken, by an earlier create (a replay) or a concurrent one:
     # the first intent stands, and nothing of this request was written.
     return _replayed(_by_key(conn, tenant, request), request_hash), False
+
+
+@dataclass(frozen=True)
+class _Choice:
+    revision: TemplateRevision
+    policy: Policy | None
+    newest: int | None  # what the insert checks is still the newest revision
+
+
+def _insert_current(
+    conn: psycopg.Connection[Any],
+    cache: IntakeCache,
+    tenant: str,
+    request: IntentRequest,
+    row: dict[str, Any],
+) -> Intent | None:
+    """Insert under the policy version and template revision current at the
+    insert: first as the cache remembers them, which saves a read per create
+    (docs/benchmarks.md, "Measurements behind the code"); when the insert
+    finds that stale, as read again. None when the key is taken."""
+    choice = _recalled(cache, tenant, request)
+    for _ in range(INSERTS_PER_CREATE):
+        if choice is None:
+            choice = _choose(_read(conn, cache, tenant, request), request)
+        insert = ledger.create_intent(conn, _chosen(row, choice, request))
+        if insert.current:
+            return insert.intent
+        choice = None
+    raise StaleTransition("templates or policies kept changing during the create; nothing created")
+
+
+def _recalled(cache: IntakeCache, tenant: str, request: IntentRequest) -> _Choice | None:
+    """The choice from what the cache remembers; None when it remembers
+    nothing, or nothing the request fits (a variable missing): that may be
+    outdated, and only what was just read may refuse a create."""
+    remembered = cache.recall(tenant, _template_key(request))
+    if remembered is None:
+        return None
+    try:
+        return _choose(remembered, request)
+    except InvalidInput:
+        return None
+
+
+def _read(
+    conn: psycopg.Connection[Any], cache: IntakeCache, tenant: str, request: IntentRequest
+) -> Remembered:
+    """The current policy and the template's candidates, read and remembered."""
+    context = fetch_all(
+        conn,
+        "intake_context",
+        {
+            "tenant_id": tenant,
+            "name": request.template_name,
+            "channel": request.channel.value,
+            "revision": request.template_revision,
+        },
+    )
+    first = context[0]
+    policy = cache.remember_policy(tenant, first["policy_version"], first["policy_document"])
+    pinned = request.template_revision is not None
+    candidates = Candidates(
+        tuple(
+            templates.revision_from_row(_template_row(r))
+            for r in context
+            if r["t_name"] is not None
+        ),
+        None if pinned else first["newest_revision"],
+    )
+    cache.remember_template(tenant, _template_key(request), candidates)
+    return Remembered(policy, candidates)
+
+
+def _choose(remembered: Remembered, request: IntentRequest) -> _Choice:
+    """The revision this recipient gets, given the variables it needs;
+    InvalidInput (MissingVariables) when none fits."""
+    revision = templates.resolve_among(
+        remembered.candidates.revisions,
+        request.template_name,
+        request.channel.value,
+        request.recipient.locale,
+        request.template_revision,
+    )
+    _check_variables(revision, request.variables)
+    return _Choice(revision, remembered.policy, remembered.candidates.newest)
+
+
+def _chosen(row: dict[str, Any], choice: _Choice, request: IntentRequest) -> dict[str, Any]:
+    # Without a policy the intent is still created, and the claim denies it
+    # with POLICY_MISSING: the decision is recorded on the intent's timeline
+    # like any other.
+    policy = choice.policy
+    budget = DEFAULT_RESEND_BUDGET if policy is None else policy.resend_budget
+    return {
+        **row,
+        "template_revision": choice.revision.revision,
+        "newest_revision": choice.newest,
+        "policy_version": None if policy is None else policy.version,
+        "resend_budget": budget if request.resend_budget is None else request.resend_budget,
+    }
+
+
+def _template_key(request: IntentRequest) -> TemplateKey:
+    return (request.template_name, request.channel.value, request.template_revision)
 
 
 def _check_variables(revision: TemplateRevision, given: Mapping[str, Any]) -> None:
@@ -239,68 +281,3 @@ def _row(
             "expires_at": request.expires_at.isoformat() if request.expires_at else None,
         },
     }
-
-
-def _mapping(field: str, value: object) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise InvalidInput(field, "must be an object")
-    return value
-
-
-def _template(value: object) -> tuple[str, int | None]:
-    if isinstance(value, str):
-        return _word("template", value), None
-    data = _mapping("template", value)
-    revision = data.get("revision")
-    if revision is not None and (
-        not isinstance(revision, int) or isinstance(revision, bool) or revision < 1
-    ):
-        raise InvalidInput("template.revision", "must be a positive integer")
-    return _word("template.name", data.get("name")), revision
-
-
-def _word(field: str, value: object) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput(field, "is required")
-    if len(value) > 200:
-        raise InvalidInput(field, "is longer than 200 characters")
-    return value
-
-
-def _optional_text(field: str, value: object) -> str | None:
-    return None if value is None else _word(field, value)
-
-
-def _variables(value: object) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    data = _mapping("variables", value)
-    try:
-        encoded = json.dumps(data)
-    except (TypeError, ValueError):
-        raise InvalidInput("variables", "must be JSON values") from None
-    if len(encoded) > MAX_VARIABLES_BYTES:
-        raise InvalidInput("variables", f"larger than {MAX_VARIABLES_BYTES} bytes")
-    return dict(json.loads(encoded))
-
-
-def _moment(field: str, value: object, now: datetime, *, future: bool) -> datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value)
-        except ValueError:
-            raise InvalidInput(field, "is not an ISO-8601 time") from None
-    value = check_moment(field, value)  # within the range every reader can decode
-    if future and value <= now:
-        raise InvalidInput(field, "is already in the past")
-    return value
-
-
-def _budget(value: object) -> int | None:
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 10:
-        raise InvalidInput("resend_budget", "must be an integer from 0 to 10")
-    return value

@@ -11,11 +11,13 @@ console take it, never the client: they need the pool and the time, not
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tidings.config import Settings
 from tidings.domain.clock import Clock
+from tidings.intake_cache import IntakeCache
 from tidings.store.database import Database
+from tidings.store.wakeups import Waker
 from tidings.vault import Vault
 
 
@@ -25,6 +27,11 @@ class Runtime:
     clock: Clock
     vault: Vault
     settings: Settings
+    # Template revisions and policy versions creates have read, shared by
+    # every view of one client (`for_tenant`, the API's callers).
+    intake: IntakeCache = field(default_factory=IntakeCache)
+    # Wakes idle workers for intents created alone, once committed.
+    waker: Waker | None = None
 
     @property
     def url(self) -> str:

@@ -9,8 +9,13 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
+import httpx
 import pytest
+
+from tests.e2e.processes import start_api, wait_http
+from tidings.devstack import free_port
 
 NOWHERE = "postgresql://tidings:s3cret-password@127.0.0.1:1/tidings"
 
@@ -51,3 +56,30 @@ def test_console_format_and_a_level_filter() -> None:
 def test_an_unknown_format_is_refused() -> None:
     done = run("worker", "--log-format", "xml")
     assert done.returncode == 2 and "json or console" in done.stderr
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_serve_writes_every_line_as_ours(db_url: str, tmp_path: Path, workers: str) -> None:
+    """uvicorn's own lines (start-up, each request's access line) go through
+    the same redacting JSON logging as ours, query strings stripped: it must
+    not install its own handlers over ours."""
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        api = start_api(
+            db_url, tmp_path, port, "--log-format", "json", "--workers", workers, output=out
+        )
+        try:
+            wait_http(f"http://127.0.0.1:{port}/healthz", api)
+            httpx.get(f"http://127.0.0.1:{port}/healthz?key=s3cret-query", timeout=10)
+        finally:
+            api.terminate()
+            api.wait(30)
+    text = log.read_text()
+    assert "s3cret-query" not in text
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert lines, "serve wrote nothing"
+    parsed = [json.loads(line) for line in lines]  # every line, none in uvicorn's format
+    access = [p for p in parsed if p.get("logger") == "uvicorn.access"]
+    assert access and all("/healthz" in p["event"] for p in access)
+    assert any(p.get("logger") == "uvicorn.error" for p in parsed)  # its start-up lines

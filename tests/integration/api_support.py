@@ -82,6 +82,11 @@ def count(db_url: str, table: str) -> int:
     return int(row[0])
 
 
+def receipts_stored(db_url: str) -> int:
+    """Receipts kept, matched to an attempt or not (unmatched_observations)."""
+    return count(db_url, "observations") + count(db_url, "unmatched_observations")
+
+
 def is_problem(response: Any, status: int, code: str) -> dict[str, Any]:
     assert response.status_code == status, response.text
     assert response.headers["content-type"].startswith("application/problem+json")

@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tidings import Tidings
+from tidings.api.app import ApiSettings, create_app
 from tidings.store import api_keys
 
 from .api_support import (
@@ -49,6 +50,38 @@ def test_a_missing_wrong_or_revoked_key_is_401(http: TestClient, tidings: Tiding
         assert api_keys.revoke(conn, "acme", key_id) is True
         assert api_keys.revoke(conn, "acme", key_id) is False
     is_problem(http.get("/v1/templates", headers=auth(key)), 401, "KEY_REVOKED")
+
+
+@pytest.mark.parametrize("body", [b"[1, 2]", b"", b'{"idempotency_key": 5}'])
+def test_a_create_checks_the_key_before_its_body(
+    http: TestClient, tidings: Tidings, body: bytes
+) -> None:
+    """`POST /v1/intents` checks the key in its own hop (api/auth.py,
+    `Admission`); a body that fails validation first must still get the
+    key's answer, so a caller without a valid key learns nothing of it."""
+    key, reader = new_key(tidings, "acme"), new_key(tidings, "acme", ["read"])
+    revoked = new_key(tidings, "acme")
+    with tidings.db.transaction() as conn:
+        api_keys.revoke(conn, "acme", revoked.split("_")[1])
+
+    def post(*header: str) -> object:
+        headers = {"Content-Type": "application/json"}
+        headers.update({"Authorization": header[0]} if header else {})
+        return http.post("/v1/intents", content=body, headers=headers)
+
+    is_problem(post(), 401, "UNAUTHENTICATED")
+    is_problem(post("Bearer tdg_nope_nope"), 401, "UNAUTHENTICATED")
+    is_problem(post(f"Bearer {revoked}"), 401, "KEY_REVOKED")
+    is_problem(post(f"Bearer {reader}"), 403, "FORBIDDEN")
+    is_problem(post(f"Bearer {key}"), 422, "INVALID_INPUT")
+    with TestClient(
+        create_app(tidings, settings=ApiSettings(api_rate_per_second=1, api_rate_burst=1)),
+        raise_server_exceptions=False,
+    ) as limited:
+        headers = {**auth(key), "Content-Type": "application/json"}
+        answers = [limited.post("/v1/intents", content=body, headers=headers) for _ in range(2)]
+    is_problem(answers[0], 422, "INVALID_INPUT")  # admitted: the one token of the burst
+    is_problem(answers[1], 429, "RATE_LIMITED")
 
 
 def test_keys_are_stored_only_as_hashes(tidings: Tidings, db_url: str) -> None:

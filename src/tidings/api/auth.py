@@ -9,19 +9,23 @@ webhook management; provider webhooks authenticate by signature instead).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
+import psycopg
 from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from tidings.api.problems import Forbidden, Unauthenticated
+from tidings.api.problems import PENDING_ADMISSION, Forbidden, Unauthenticated
 from tidings.api.rate_limit import TenantRateLimit
 from tidings.client import Tidings
 from tidings.store import api_keys
 from tidings.store.api_keys import Principal, Refusal
+
+Conn = psycopg.Connection[Any]
 
 REFUSALS = {
     Refusal.UNKNOWN: "the API key is unknown",
@@ -55,17 +59,31 @@ async def engine(request: Request) -> Tidings:
     return root
 
 
-def authenticate(root: Tidings, credentials: HTTPAuthorizationCredentials | None) -> Principal:
+@contextmanager
+def _statements(root: Tidings, conn: Conn | None) -> Iterator[Conn]:
+    """The caller's connection, or one of the pool's in autocommit."""
+    if conn is not None:
+        yield conn
+        return
+    with root.db.statements() as own:  # one read: no BEGIN and COMMIT around it
+        yield own
+
+
+def authenticate(
+    root: Tidings, credentials: HTTPAuthorizationCredentials | None, conn: Conn | None = None
+) -> Principal:
     if credentials is None:
         raise Unauthenticated()
-    with root.db.statements() as conn:  # one read: no BEGIN and COMMIT around it
-        found = api_keys.check(conn, credentials.credentials, root.clock.now())
+    with _statements(root, conn) as reading:
+        found = api_keys.check(reading, credentials.credentials, root.clock.now())
     if isinstance(found, Refusal):
         raise Unauthenticated(REFUSALS[found], code=found.value)
     return found
 
 
-def within_rate(request: Request, root: Tidings, principal: Principal) -> None:
+def within_rate(
+    request: Request, root: Tidings, principal: Principal, conn: Conn | None = None
+) -> None:
     """Admit the key's tenant by its request rate, or raise 429.
 
     The rate is per tenant and shared by every API process (api/rate_limit.py),
@@ -75,21 +93,28 @@ def within_rate(request: Request, root: Tidings, principal: Principal) -> None:
     """
     limit: TenantRateLimit | None = getattr(request.app.state, "rate_limit", None)
     if limit is not None:
-        limit.admit(root.db, principal.tenant_id, root.clock.now())
+        limit.admit(root.db, principal.tenant_id, root.clock.now(), conn)
+
+
+def admit(
+    request: Request,
+    root: Tidings,
+    credentials: HTTPAuthorizationCredentials | None,
+    scope: str,
+    conn: Conn | None = None,
+) -> Caller:
+    """The caller, if its key is live, within its tenant's rate and has
+    `scope`; 401, 403 or 429 otherwise. On `conn` when given."""
+    principal = authenticate(root, credentials, conn)
+    within_rate(request, root, principal, conn)
+    if not principal.allows(scope):
+        raise Forbidden(f"this API key lacks the {scope!r} scope")
+    return Caller(principal, root.for_tenant(principal.tenant_id))
 
 
 def require(scope: str) -> Callable[..., Awaitable[Caller]]:
     """A dependency admitting keys with `scope` within the tenant's rate,
     answering 401, 403 or 429 otherwise."""
-
-    def admit(
-        request: Request, root: Tidings, credentials: HTTPAuthorizationCredentials | None
-    ) -> Caller:
-        principal = authenticate(root, credentials)
-        within_rate(request, root, principal)
-        if not principal.allows(scope):
-            raise Forbidden(f"this API key lacks the {scope!r} scope")
-        return Caller(principal, root.for_tenant(principal.tenant_id))
 
     async def dependency(
         request: Request,
@@ -99,11 +124,54 @@ def require(scope: str) -> Callable[..., Awaitable[Caller]]:
         # The key check, the rate and the scope in one hop to the thread pool
         # (each sync dependency would cost one); it still runs before the
         # body is validated, so a caller without a key learns nothing of it.
-        return await run_in_threadpool(admit, request, root, credentials)
+        return await run_in_threadpool(admit, request, root, credentials, scope)
+
+    return dependency
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A request whose key is yet to be checked, by the route itself.
+
+    `require` costs a hop to the thread pool of its own and a pooled
+    connection of its own. For `POST /v1/intents` the route instead checks
+    the key on the connection and in the hop it creates in (`admit`): one
+    hop and one checkout a request (docs/benchmarks.md, "The HTTP path,
+    profiled"). A body that fails validation never reaches the route, so
+    the key is then checked by the validation error's handler (`check`,
+    api/problems.py) before it answers: a caller without a valid key, scope
+    or rate gets 401, 403 or 429 exactly as through `require`, never 422.
+    """
+
+    request: Request
+    root: Tidings
+    credentials: HTTPAuthorizationCredentials
+    scope: str
+
+    def admit(self, conn: Conn) -> Caller:
+        return admit(self.request, self.root, self.credentials, self.scope, conn)
+
+    async def check(self) -> None:
+        await run_in_threadpool(admit, self.request, self.root, self.credentials, self.scope)
+
+
+def admission(scope: str) -> Callable[..., Awaitable[Admission]]:
+    """A dependency for a route that checks the key itself (`Admission`)."""
+
+    async def dependency(
+        request: Request,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> Admission:
+        if credentials is None:  # no key at all: refused here, as by `require`
+            raise Unauthenticated()
+        pending = Admission(request, request.app.state.tidings, credentials, scope)
+        setattr(request.state, PENDING_ADMISSION, pending)
+        return pending
 
     return dependency
 
 
 Sender = Annotated[Caller, Depends(require("send"))]
+SenderToAdmit = Annotated[Admission, Depends(admission("send"))]
 Reader = Annotated[Caller, Depends(require("read"))]
 Admin = Annotated[Caller, Depends(require("admin"))]

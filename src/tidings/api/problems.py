@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -36,6 +36,9 @@ log = logging.getLogger("tidings.api")
 RETRY_AFTER_SECONDS = 1
 
 MEDIA_TYPE = "application/problem+json"
+# Where a route that checks the key itself leaves it to be checked, should
+# the body fail validation before the route runs (api/auth.py, `Admission`).
+PENDING_ADMISSION = "pending_admission"
 
 
 class FieldProblem(BaseModel):
@@ -244,6 +247,17 @@ def _field(loc: tuple[Any, ...] | list[Any]) -> str:
     return ".".join(parts) or "body"
 
 
+async def _answer(request: Request, exc: Exception) -> Response:
+    """What the app's handler for `exc` answers, as if it had been raised by
+    the route; an exception no handler claims goes on up (500 INTERNAL)."""
+    handlers = request.app.exception_handlers
+    for kind in type(exc).__mro__:
+        if kind in handlers:
+            answer: Response = await handlers[kind](request, exc)
+            return answer
+    raise exc
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers that turn each kind of error into a problem."""
 
@@ -255,8 +269,14 @@ def install(app: FastAPI) -> None:
         assert isinstance(exc, TidingsError)
         return from_domain_error(exc)
 
-    async def validation_error(_: Request, exc: Exception) -> JSONResponse:
+    async def validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
+        pending = getattr(request.state, PENDING_ADMISSION, None)
+        if pending is not None:  # the key first: 401, 403 or 429 before any 422
+            try:
+                await pending.check()
+            except Exception as refused:
+                return await _answer(request, refused)
         return from_validation_error(exc)
 
     async def http_error(_: Request, exc: Exception) -> JSONResponse:

@@ -21,6 +21,9 @@ import math
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
 
 from tidings.api.problems import TooManyRequests
 from tidings.store import api_rate
@@ -54,14 +57,23 @@ class TenantRateLimit:
     def enabled(self) -> bool:
         return self.rate > 0
 
-    def admit(self, db: Database, tenant: str, now: datetime) -> None:
+    def admit(
+        self,
+        db: Database,
+        tenant: str,
+        now: datetime,
+        conn: psycopg.Connection[Any] | None = None,
+    ) -> None:
+        """`conn`, in autocommit, is the caller's: a batch is taken on it
+        rather than on a second connection it would wait for while holding
+        one (with every pooled connection held so, none would come)."""
         if not self.enabled:
             return
         with self._lock:
             local = self._local.setdefault(tenant, _Local())
             if self._spend_local(local, now):
                 return
-        granted, tokens = self._take(db, tenant, now)
+        granted, tokens = self._take(db, tenant, now, conn)
         with self._lock:
             if granted > 0:
                 # Another thread may have taken a batch meanwhile: add to it,
@@ -83,11 +95,20 @@ class TenantRateLimit:
             return True
         return False
 
-    def _take(self, db: Database, tenant: str, now: datetime) -> tuple[int, float]:
-        with db.statements() as conn:  # one statement: no BEGIN and COMMIT
-            return api_rate.take_tokens(
-                conn, tenant, want=self.batch, rate=float(self.rate), burst=self.burst, now=now
-            )
+    def _take(
+        self, db: Database, tenant: str, now: datetime, conn: psycopg.Connection[Any] | None
+    ) -> tuple[int, float]:
+        if conn is not None:
+            return self._take_on(conn, tenant, now)
+        with db.statements() as own:  # one statement: no BEGIN and COMMIT
+            return self._take_on(own, tenant, now)
+
+    def _take_on(
+        self, conn: psycopg.Connection[Any], tenant: str, now: datetime
+    ) -> tuple[int, float]:
+        return api_rate.take_tokens(
+            conn, tenant, want=self.batch, rate=float(self.rate), burst=self.burst, now=now
+        )
 
 
 def _refused(retry_after: int) -> TooManyRequests:

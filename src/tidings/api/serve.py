@@ -38,7 +38,14 @@ def serve(
     config = settings or ApiSettings.from_settings(tidings.settings)
     app = create_app(tidings, adapters=adapters or {}, settings=config)
     server = uvicorn.Server(
-        uvicorn.Config(app, host=host, port=port, log_level=log_level, proxy_headers=True)
+        uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            proxy_headers=True,
+            log_config=None,  # its lines go through ours, redacted, in our format
+        )
     )
     strip_query_strings()  # after uvicorn configured its loggers
     with contextlib.suppress(KeyboardInterrupt):
@@ -133,7 +140,12 @@ def _run_one(listener: socket.socket, database_url: str, host: str, log_level: s
             tidings, adapters=adapters, settings=ApiSettings.from_settings(tidings.settings)
         )
         config = uvicorn.Config(
-            app, loop="uvloop", http="httptools", log_level=log_level, proxy_headers=True
+            app,
+            loop="uvloop",
+            http="httptools",
+            log_level=log_level,
+            proxy_headers=True,
+            log_config=None,  # its lines go through ours, redacted, in our format
         )
         server = uvicorn.Server(config)
         strip_query_strings()

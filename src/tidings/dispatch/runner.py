@@ -12,6 +12,7 @@ leased.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -231,7 +232,7 @@ class Worker(WorkerSteps):
                 stop.wait(self.config.maintenance_interval)
 
     def _maintain(self, stop: threading.Event) -> None:
-        last_purge = 0.0
+        last_purge = -math.inf  # at start, then every purge_interval
         steps = (
             ("heartbeat", self.heartbeat),
             ("sweep", self.sweep_once),

@@ -17,7 +17,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from tidings.store.queries import q
+from tidings.store.queries import planned_each_time, q
 
 Row = dict[str, Any]
 # How long after its last transaction a pooled connection is taken as alive.
@@ -27,6 +27,25 @@ RECENTLY = 1.0
 CONNECTION_WAIT_SECONDS = 10.0
 
 
+class _Pool(ConnectionPool[psycopg.Connection[Any]]):
+    """psycopg_pool's pool, noting when each connection came back.
+
+    Noted as it is returned rather than by a `reset` callback: given one,
+    the pool hands every returned connection to one of its worker threads,
+    which costs each checkout a wake-up of another thread and a turn of the
+    GIL; without one, a connection in a clean state goes straight back into
+    the pool (docs/benchmarks.md, "The HTTP path, profiled").
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.returned_at: WeakKeyDictionary[psycopg.Connection[Any], float] = WeakKeyDictionary()
+        super().__init__(*args, **kwargs)
+
+    def putconn(self, conn: psycopg.Connection[Any]) -> None:
+        self.returned_at[conn] = time.monotonic()
+        super().putconn(conn)
+
+
 class Database:
     """A pool plus the few ways the code base talks to PostgreSQL."""
 
@@ -34,8 +53,7 @@ class Database:
         self, url: str, *, min_size: int = 1, max_size: int = 10, prepare: bool = True
     ) -> None:
         self.url = url
-        self._last_returned: WeakKeyDictionary[psycopg.Connection[Any], float] = WeakKeyDictionary()
-        self.pool = ConnectionPool(
+        self.pool = _Pool(
             url,
             min_size=min_size,
             max_size=max_size,
@@ -48,20 +66,16 @@ class Database:
             },
             open=True,
             check=self._check,
-            reset=self._returned,
             name="tidings",
             timeout=CONNECTION_WAIT_SECONDS,
         )
-
-    def _returned(self, conn: psycopg.Connection[Any]) -> None:
-        self._last_returned[conn] = time.monotonic()
 
     def _check(self, conn: psycopg.Connection[Any]) -> None:
         # A restarted server leaves dead connections in the pool; check one
         # on checkout instead of failing the request that gets it. One that
         # just came back from a working transaction is skipped: the check
         # is a round trip, as dear as the statements of a small transaction.
-        if time.monotonic() - self._last_returned.get(conn, -RECENTLY) >= RECENTLY:
+        if time.monotonic() - self.pool.returned_at.get(conn, -RECENTLY) >= RECENTLY:
             ConnectionPool.check_connection(conn)
 
     def close(self) -> None:
@@ -97,20 +111,26 @@ class Database:
 
 def fetch_one(conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any]) -> Row | None:
     with conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(q(name), _adapt(params), prepare=True)
+        cur.execute(q(name), _adapt(params), prepare=_prepared(name))
         return cur.fetchone()
 
 
 def fetch_all(conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any]) -> list[Row]:
     with conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(q(name), _adapt(params), prepare=True)
+        cur.execute(q(name), _adapt(params), prepare=_prepared(name))
         return cur.fetchall()
 
 
 def execute(conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any]) -> int:
     with conn.cursor() as cur:
-        cur.execute(q(name), _adapt(params), prepare=True)
+        cur.execute(q(name), _adapt(params), prepare=_prepared(name))
         return cur.rowcount
+
+
+def _prepared(name: str) -> bool:
+    """Named queries are prepared once per connection, but for the few
+    planned each time (queries.PLAN_EACH_TIME)."""
+    return name not in planned_each_time()
 
 
 def records(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -63,10 +63,23 @@ def destination_ciphertext(conn: Conn, tenant_id: str, reference: str) -> bytes 
     return bytes(row["ciphertext"]) if row else None
 
 
-def create_intent(conn: Conn, values: Mapping[str, Any]) -> Intent | None:
-    """Insert the intent and its creation audit; None when the key exists."""
+@dataclass(frozen=True)
+class Insert:
+    """What `create_intent` did: nothing under a stale choice (`current`
+    False); or, under a current one, the new intent, or None when the key
+    was taken."""
+
+    current: bool
+    intent: Intent | None
+
+
+def create_intent(conn: Conn, values: Mapping[str, Any]) -> Insert:
+    """Insert the intent and its creation audit, only if `policy_version`
+    and `newest_revision` are still current (intents.sql explains)."""
     row = fetch_one(conn, "create_intent", values)
-    return Intent.from_row(row) if row else None
+    assert row is not None  # the statement always answers one row
+    created = Intent.from_row(row) if row["id"] is not None else None
+    return Insert(bool(row["still_current"]), created)
 
 
 def intent_by_key(conn: Conn, tenant_id: str, key: str) -> Intent | None:

@@ -31,6 +31,18 @@ def all_queries() -> dict[str, str]:
     return found
 
 
+# A query whose best plan depends on how big a young table is right now
+# carries this line: it is planned at each execution, with its parameters,
+# never kept as a prepared statement's generic plan (docs/benchmarks.md,
+# "Plans right from the first row").
+PLAN_EACH_TIME = "-- plan: each time"
+
+
+@cache
+def planned_each_time() -> frozenset[str]:
+    return frozenset(name for name, sql in all_queries().items() if PLAN_EACH_TIME in sql)
+
+
 def q(name: str) -> str:
     try:
         return all_queries()[name]

@@ -18,6 +18,7 @@ SELECT t::text AS dump FROM intents t
 UNION ALL SELECT t::text FROM attempts t
 UNION ALL SELECT t::text FROM transitions t
 UNION ALL SELECT t::text FROM observations t
+UNION ALL SELECT t::text FROM unmatched_observations t
 UNION ALL SELECT t::text FROM events t
 UNION ALL SELECT t::text FROM jobs t
 UNION ALL SELECT t::text FROM job_recipients t;

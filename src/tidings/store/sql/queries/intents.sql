@@ -14,12 +14,18 @@ WHERE tenant_id = %(tenant_id)s AND destination_hash = %(destination_hash)s;
 
 -- name: intake_context
 -- What a create needs to know, in one round trip: the template's candidate
--- revisions (newest per locale, or the one asked for) and the tenant's
--- current policy. One row per candidate revision; a single row of NULL
--- template columns when there is none. Whether the key is taken is left to
--- create_intent's arbiter index: a lookup here was planned, on a table not
--- yet analyzed, as a scan of every intent of the tenant.
+-- revisions (newest per locale, or the one asked for), the newest revision
+-- of the name (any locale or channel: what create_intent checks is still
+-- the newest), and the tenant's current policy. One row per candidate
+-- revision; a single row of NULL template columns when there is none.
+-- Read only when the process has not cached these (intake_cache.py), or
+-- when create_intent found what it cached no longer current. Whether the
+-- key is taken is left to create_intent's arbiter index: a lookup here was
+-- planned, on a table not yet analyzed, as a scan of every intent of the
+-- tenant.
 SELECT p.version AS policy_version, p.document AS policy_document,
+       (SELECT max(revision) FROM templates
+        WHERE tenant_id = %(tenant_id)s AND name = %(name)s) AS newest_revision,
        t.tenant_id AS t_tenant_id, t.name AS t_name, t.revision AS t_revision,
        t.channel AS t_channel, t.locale AS t_locale, t.subject AS t_subject, t.body AS t_body,
        t.html_body AS t_html_body, t.required_variables AS t_required_variables,
@@ -39,25 +45,43 @@ LEFT JOIN LATERAL (
 ) AS t ON true;
 
 -- name: create_intent
--- Insert-or-nothing: a taken key (a replay, or a concurrent create) returns
--- no row, writes nothing, and the caller reads the first intent instead.
+-- Insert-or-nothing, under a policy version and template revision still
+-- current. The caller chose them from its process's cache; the insert
+-- happens only if the tenant's current policy is still that version (or
+-- still none), and, unless the request pinned a revision (newest_revision
+-- NULL), the name has no revision newer than the newest the caller saw:
+-- any locale or channel, since a new locale's revision can change which
+-- one a recipient gets, and one name's revision numbers only grow. When
+-- stale, nothing is written and still_current is false: the caller reads
+-- again (intake_context) and retries. When current but the key is taken (a
+-- replay, or a concurrent create), nothing is written and the intent's
+-- columns are NULL: the caller reads the first intent instead.
 -- The creation is audited as version 1, and the destination stored beside
 -- it. The foreign key from the intent to its destination is checked when
 -- the whole statement is done, so the order of the CTEs does not matter.
-WITH created AS (
+WITH chosen AS (
+    SELECT (SELECT version FROM policies WHERE tenant_id = %(tenant_id)s
+            ORDER BY published_at DESC, version DESC LIMIT 1)
+               IS NOT DISTINCT FROM %(policy_version)s::text
+           AND (%(newest_revision)s::int IS NULL
+                OR (SELECT max(revision) FROM templates
+                    WHERE tenant_id = %(tenant_id)s AND name = %(template_name)s)
+                   = %(newest_revision)s::int) AS still_current
+), created AS (
     INSERT INTO intents (
         tenant_id, id, idempotency_key, request_hash, channel, state, recipient_ref,
         destination_hash, country, timezone, locale, template_name, template_revision,
         variables, purpose, event_class, correlation_id, job_id, policy_version,
         decision_code, resend_budget, expires_at, not_before, next_due_at, created_by,
         created_at, terminal_at, updated_at, candidate_timezones)
-    VALUES (
+    SELECT
         %(tenant_id)s, %(id)s, %(idempotency_key)s, %(request_hash)s, %(channel)s, %(state)s,
         %(recipient_ref)s, %(destination_hash)s, %(country)s, %(timezone)s, %(locale)s,
         %(template_name)s, %(template_revision)s, %(variables)s, %(purpose)s, %(event_class)s,
         %(correlation_id)s, %(job_id)s, %(policy_version)s::text, %(decision_code)s::text,
         %(resend_budget)s, %(expires_at)s, %(not_before)s, %(next_due_at)s::timestamptz, %(actor)s,
-        %(now)s, %(terminal_at)s, %(now)s, %(candidate_timezones)s::text[])
+        %(now)s, %(terminal_at)s, %(now)s, %(candidate_timezones)s::text[]
+    FROM chosen WHERE still_current
     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
     RETURNING *
 ), destination AS (
@@ -72,8 +96,23 @@ WITH created AS (
            policy_version, decision_code, created_at
     FROM created
 )
--- pg_notify is delivered at commit, waking idle workers for this channel.
-SELECT c.* FROM created c, LATERAL (SELECT pg_notify('tidings_due', c.channel)) AS woke;
+-- In the caller's transaction (`notify`), pg_notify wakes idle workers at
+-- its commit. A create committing alone asks store/wakeups.py instead: a
+-- NOTIFY in every create would make them commit one at a time.
+SELECT chosen.still_current, c.*
+FROM chosen LEFT JOIN (
+    created c LEFT JOIN LATERAL (
+        SELECT pg_notify('tidings_due', c.channel) WHERE %(notify)s
+    ) AS woke ON true
+) ON true;
+
+-- name: wake_workers
+-- The waker's NOTIFY (store/wakeups.py), a transaction of its own that
+-- writes nothing else: its commit need not wait for the WAL to reach disk
+-- (a wake-up lost in a crash costs latency, never an intent), so the
+-- notification queue's lock is held for as short a time as it can be.
+SELECT set_config('synchronous_commit', 'off', true), pg_notify('tidings_due', c)
+FROM unnest(%(channels)s::text[]) AS c;
 
 -- name: intent_by_key
 SELECT * FROM intents WHERE tenant_id = %(tenant_id)s AND idempotency_key = %(idempotency_key)s;
