@@ -25,11 +25,9 @@ from typing import Any
 
 import httpx
 
+from bench.spawned import READY_TIMEOUT_S, STOP_TIMEOUT_S
+from bench.spawned import _spawn as _spawn
 from tidings.dispatch.steps import WorkerConfig
-
-READY_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 20.0
-_spawn = mp.get_context("spawn")
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,11 @@ import psycopg
 import pytest
 
 from tidings import ManualClock, Tidings
+from tidings.dispatch.observe import apply_observation, rematch
 from tidings.dispatch.retention import purge
 from tidings.domain.evidence_months import TABLES, Month
 from tidings.policies import builtin_document
+from tidings.providers.outcomes import Observation, ObservedStatus
 from tidings.store import evidence_partitions
 
 from ..conftest import publish_example_policy
@@ -79,6 +81,21 @@ def delivered(tidings: Tidings, clock: ManualClock, n: int) -> Any:
     done = tidings.get(intent.id)
     assert done.state.value == "delivered"
     return done
+
+
+def delivered_receipt(provider_message_id: str, dedupe_key: str, at: datetime) -> Observation:
+    """A delivery receipt that names no attempt key, as most providers' do."""
+    return Observation(
+        provider="simulator",
+        provider_message_id=provider_message_id,
+        attempt_key=None,
+        status=ObservedStatus.delivered,
+        code=None,
+        raw_status="delivered",
+        occurred_at=at,
+        dedupe_key=dedupe_key,
+        raw={},
+    )
 
 
 def test_months_are_made_ahead_and_hold_their_intents_evidence(
@@ -276,25 +293,12 @@ def test_a_busy_table_is_not_waited_for(tidings: Tidings, clock: ManualClock, db
 def test_a_receipt_kept_unmatched_joins_its_intents_month_once_matched(
     tidings: Tidings, clock: ManualClock, db_url: str
 ) -> None:
-    from tidings.dispatch.observe import apply_observation, rematch
-    from tidings.providers.outcomes import Observation, ObservedStatus
-
     publish_offer_template(tidings)
     month = Month.of(clock.now())
     intent = delivered(tidings, clock, 1)
     [attempt] = [e for e in tidings.timeline(intent.id) if e.kind == "attempt"]
     sid = attempt.detail["provider_message_id"]
-    receipt = Observation(
-        provider="simulator",
-        provider_message_id="SM-later",
-        attempt_key=None,
-        status=ObservedStatus.delivered,
-        code=None,
-        raw_status="delivered",
-        occurred_at=clock.now(),
-        dedupe_key="early:1",
-        raw={},
-    )
+    receipt = delivered_receipt("SM-later", "early:1", clock.now())
     with tidings.db.transaction() as conn:
         assert apply_observation(conn, receipt, "webhook", clock.now()) == "unmatched"
         assert apply_observation(conn, receipt, "webhook", clock.now()) == "duplicate"
@@ -327,9 +331,7 @@ def test_made_months_start_where_old_evidence_starts(fresh_db: str) -> None:
         # As before 0026: no months, every row in the default partitions.
         for month in made:
             for table in TABLES:
-                conn.execute(
-                    "SELECT evidence_month_drop(%s, %s, '{}')", (table, month.first_day)
-                )
+                conn.execute("SELECT evidence_month_drop(%s, %s, '{}')", (table, month.first_day))
         conn.execute("DELETE FROM evidence_months")
     old = Month.of(datetime.now(UTC)).plus(-5)
     with Tidings(fresh_db, clock=ManualClock(old.starts_at + timedelta(hours=12))) as t:
@@ -348,26 +350,13 @@ def test_made_months_start_where_old_evidence_starts(fresh_db: str) -> None:
 def test_a_late_receipt_for_a_dropped_month_goes_at_its_own_clock(
     tidings: Tidings, clock: ManualClock, db_url: str
 ) -> None:
-    from tidings.dispatch.observe import apply_observation
-    from tidings.providers.outcomes import Observation, ObservedStatus
-
     publish_offer_template(tidings)
     month = Month.of(clock.now())
     intent = delivered(tidings, clock, 1)
     clock.set(month.ends_at + timedelta(days=90) + HOUR)
     assert dropped(purge(tidings.db, clock.now()), month) == [f"{month}: observations"]
     [attempt] = [e for e in tidings.timeline(intent.id) if e.kind == "attempt"]
-    late = Observation(
-        provider="simulator",
-        provider_message_id=attempt.detail["provider_message_id"],
-        attempt_key=None,
-        status=ObservedStatus.delivered,
-        code=None,
-        raw_status="delivered",
-        occurred_at=clock.now(),
-        dedupe_key="late:1",
-        raw={},
-    )
+    late = delivered_receipt(attempt.detail["provider_message_id"], "late:1", clock.now())
     with tidings.db.transaction() as conn:
         assert apply_observation(conn, late, "webhook", clock.now()) == "no_change"
     received = clock.now()
