@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import multiprocessing as mp
 import os
 import socket
@@ -40,7 +41,7 @@ class WorkerSpec:
     ledger_dir: str | None = None  # where an in-process simulator leaves its ledger
     # Retention is measured by scenario 7; elsewhere a worker's purge at
     # start would be a cost of the first seconds of a dispatch measurement.
-    purge_interval: float = 1e9
+    purge_interval: float = math.inf  # never: a scenario runs its own purge, or none
 
 
 def adapter(spec: WorkerSpec) -> Any:

@@ -247,7 +247,10 @@ class Worker(WorkerSteps):
             # not cost the others, reconciliation above all, their turn.
             for name, step in steps:
                 _maintenance_step(name, step)
-            due = time.monotonic() - last_purge >= self.config.purge_interval
+            # An infinite interval: retention runs elsewhere (`tidings purge`).
+            due = math.isfinite(self.config.purge_interval) and (
+                time.monotonic() - last_purge >= self.config.purge_interval
+            )
             if due and _maintenance_step(
                 "purge", lambda: purge(self.runtime.db, self.runtime.clock.now())
             ):

@@ -70,6 +70,7 @@ class WorkerConfig:
     lease_seconds: float = 30.0
     idle_wait: float = 1.0
     maintenance_interval: float = 1.0
+    # Retention at start, then this often; math.inf: never (`tidings purge` runs it).
     purge_interval: float = 3600.0
     # See reconcile.NOT_RECEIVED_AFTER_SECONDS: must exceed the longest a
     # provider may take to record a request that is already on its way.
