@@ -46,6 +46,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--pause", action="store_true", help="also SIGSTOP workers past their lease (opt-in)"
     )
+    parser.add_argument(
+        "--pgbouncer",
+        action="store_true",
+        help="API and workers through PgBouncer in transaction pooling mode",
+    )
     hosts.add_arguments(parser)
     return parser.parse_args(argv)
 
@@ -74,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         report_dir=args.report_dir,
         keep_database=args.keep_database,
         pauses=args.pause,
+        pgbouncer=args.pgbouncer,
         progress=lambda line: console.print(f"[dim]{line}[/]"),
     )
     result = run(config)

@@ -116,6 +116,9 @@ class Fleet:
     concurrency: int = 4
     simulator_seed: int = 0
     profile: str = "ideal"  # the provider the simulator plays (profiles.py)
+    # Where API and workers reach the database when not directly: PgBouncer
+    # in transaction pooling mode; workers then listen on db_url.
+    pooled_url: str | None = None
     simulator: Proc | None = None
     api: Proc | None = None
     workers: list[Proc] = field(default_factory=list)
@@ -160,6 +163,12 @@ class Fleet:
             PYTHONUNBUFFERED="1",
             COLUMNS="200",
         )
+        if self.pooled_url is not None:
+            env.update(
+                DATABASE_URL=self.pooled_url,
+                TIDINGS_TRANSACTION_POOLING="1",
+                TIDINGS_LISTEN_URL=self.db_url,
+            )
         return env
 
     def start(self, webhook_url: str) -> Fleet:

@@ -30,6 +30,7 @@ from typing import Any
 
 import psycopg
 
+from tests.e2e.pgbouncer import pgbouncer, through
 from tidings import Tidings
 
 from . import database, faults, invariants, probes, snapshot
@@ -63,6 +64,9 @@ class RunConfig:
     log_dir: Path | None = None
     keep_database: bool = False
     pauses: bool = False  # the opt-in worker_pause fault
+    # API and workers reach the database through PgBouncer in transaction
+    # pooling mode (docs/scaling.md); the checks read it directly.
+    pgbouncer: bool = False
     progress: Callable[[str], None] = field(default=lambda _: None, repr=False)
 
 
@@ -112,6 +116,9 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
     home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tidings-rel-")))
     log_dir = config.log_dir or config.report_dir / f"logs-{tag}"
     secret = secrets.token_hex(24)
+    pooled_url = None
+    if config.pgbouncer:
+        pooled_url = through(db_url, stack.enter_context(pgbouncer(server.url)))
     fleet = Fleet(
         db_url,
         home,
@@ -122,6 +129,7 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
         concurrency=config.concurrency,
         simulator_seed=config.seed,
         profile=config.profile,
+        pooled_url=pooled_url,
     )
     relay = WebhookRelay(fleet.api_url).start()
     stack.callback(relay.close)
