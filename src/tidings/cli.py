@@ -17,6 +17,7 @@ from rich.console import Console
 from tidings.cli_stop import bound_the_stop, stop_on_signals
 from tidings.config import Settings
 from tidings.keys_cli import keys_app
+from tidings.signal_wait import wait_for_signal
 
 if TYPE_CHECKING:
     from tidings.client import Tidings
@@ -295,7 +296,7 @@ def up(
         )
         console.print("Ctrl-C stops everything; intents are durable and resume on the next start.")
         console.print(f"development API key: {key}", soft_wrap=True)
-        stop_on_signals().wait()
+        wait_for_signal(stop_on_signals())
     finally:
         stack.stop()
     console.print("stopped")

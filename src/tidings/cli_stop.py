@@ -32,7 +32,12 @@ def bound_the_stop(stop: threading.Event, seconds: float) -> None:
 
 
 def stop_on_signals() -> threading.Event:
+    """SIGTERM or SIGINT sets the returned event; SIGUSR1 prints every
+    thread's stack to stderr and carries on, so an operator (or a test)
+    can see where a live process waits without stopping it."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     return stop
+

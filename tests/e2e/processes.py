@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -88,6 +89,22 @@ def start_api(
         stdout=output or subprocess.DEVNULL,
         stderr=subprocess.STDOUT if output else subprocess.DEVNULL,
     )
+
+
+def await_exit(proc: subprocess.Popen[bytes], log: Path, timeout: float = 60.0) -> int:
+    """The exit status of a process already told to stop. One that outlives
+    `timeout` is asked for its threads' stacks (SIGUSR1) and killed, and the
+    failure carries the end of its log, so a hang shows where it waits."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(2)  # the process writes its own stacks
+        proc.kill()
+        proc.wait()
+        tail = log.read_text(errors="replace")[-12_000:]
+        said = f"{log.name}: running {timeout:.0f} s after SIGTERM"
+        raise AssertionError(f"{said}:\n{tail}") from None
 
 
 def wait_http(url: str, proc: subprocess.Popen[bytes] | None) -> None:

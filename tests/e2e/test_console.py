@@ -246,8 +246,23 @@ def test_overview_shows_real_numbers_and_the_open_warning(page: Any, console: Co
     assert "tidings timeline" in alert
     assert "kill switch" in text.lower() and "off" in page.inner_text(".control.off .state")
     assert page.locator("svg.chart polygon.area").count() >= 3
+    _screenshot(page, "console.png")
+
+
+def _screenshot(page: Any, name: str) -> None:
+    """The page as a picture for the docs. Headless Chromium now and then
+    refuses one capture ("Unable to capture screenshot") on a loaded
+    machine and takes the same picture when asked again, so it is asked up
+    to three times."""
     ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "console.png"), full_page=True)
+    for attempt in range(3):
+        try:
+            page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+            return
+        except Exception as exc:
+            if "Unable to capture screenshot" not in str(exc) or attempt == 2:
+                raise
+            page.wait_for_timeout(500)
 
 
 def test_jobs_page_shows_progress_per_event_class(page: Any, console: Console) -> None:
@@ -255,7 +270,7 @@ def test_jobs_page_shows_progress_per_event_class(page: Any, console: Console) -
     text = page.inner_text("main")
     assert "waitlist_offer" in text and "report_delivery" in text
     assert page.locator("svg.bar").count() >= 2
-    page.screenshot(path=str(ARTIFACTS / "console-jobs.png"), full_page=True)
+    _screenshot(page, "console-jobs.png")
 
 
 def test_timeline_of_a_canceled_intent_shows_the_cancel_and_the_facts(
@@ -275,7 +290,7 @@ def test_timeline_of_a_canceled_intent_shows_the_cancel_and_the_facts(
     timeline = page.inner_text(".timeline")
     assert "cancel" in timeline and "delivered" in timeline  # the late receipt is kept
     assert page.locator(".timeline .entry.kind-observation").count() >= 1
-    page.screenshot(path=str(ARTIFACTS / "console-intent.png"), full_page=True)
+    _screenshot(page, "console-intent.png")
 
 
 def test_pages_never_show_destinations_or_content(console: Console) -> None:

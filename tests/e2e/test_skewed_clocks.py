@@ -31,7 +31,7 @@ import pytest
 from tests.conftest import TEST_SECRET, with_example_policy
 from tidings import Tidings
 
-from .processes import ledger, offers, simulator, start_worker, wait_until
+from .processes import await_exit, ledger, offers, simulator, start_worker, wait_until
 
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 SHIM = Path(__file__).parent / "faketime_shim"
@@ -71,8 +71,8 @@ def workers(
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
-        for p in procs:
-            p.wait(timeout=60)
+        for n, (p, kind) in enumerate(zip(procs, kinds, strict=True)):
+            await_exit(p, home / f"worker-{n}-{kind}.log")
 
 
 def backdate(db_url: str, ids: list[Any]) -> None:

@@ -125,6 +125,36 @@ def test_a_worker_stopped_during_a_provider_stall_hands_back_and_exits_within_it
     assert set(per_key.values()) == {1}, per_key
 
 
+def test_sigusr1_prints_where_each_thread_waits_and_the_worker_carries_on(
+    db_url: str, tmp_path: Path
+) -> None:
+    """An operator's look inside a live worker whose provider hangs: every
+    thread's stack, the one in the provider call among them, and no stop."""
+    log = tmp_path / "worker.log"
+    with engine(db_url) as t:
+        offers(t, "look", 2)
+        with simulator(seed=3, rate_timeout=1.0, timeout_stall_ms=60_000) as sim:
+            with log.open("wb") as out:
+                worker = start_worker(db_url, tmp_path, sim, "--lease-seconds", "5", output=out)
+                try:
+                    wait_until(lambda: ledger(sim), what="a call under way")
+                    worker.send_signal(signal.SIGUSR1)
+                    stacks = wait_until(
+                        lambda: (
+                            "most recent call first" in log.read_text(errors="replace")
+                            and log.read_text(errors="replace")
+                        ),
+                        what="the stacks",
+                    )
+                    assert worker.poll() is None, stacks
+                    assert "httpx" in stacks or "httpcore" in stacks, stacks  # the hanging call
+                    assert "stop overran" not in stacks
+                finally:
+                    worker.send_signal(signal.SIGTERM)
+                    code = worker.wait(timeout=60)
+            assert code == 0, log.read_text(errors="replace")
+
+
 def test_a_cancel_while_the_claim_waits_for_its_call_stops_the_call(
     db_url: str, tmp_path: Path
 ) -> None:

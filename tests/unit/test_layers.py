@@ -29,7 +29,15 @@ LAYERS: tuple[tuple[tuple[str, tuple[str, ...]], ...], ...] = (
     (
         (
             "platform",
-            ("config", "private_files", "vault", "signing", "outbound", "observability.logging"),
+            (
+                "config",
+                "private_files",
+                "vault",
+                "signing",
+                "outbound",
+                "signal_wait",
+                "observability.logging",
+            ),
         ),
     ),
     (("providers", ("providers",)),),

@@ -101,7 +101,13 @@ def serve_processes(
     for slot in range(workers):
         start(slot)
     if then is not None:  # once forked: what this process opens stays its own
-        then()
+        # Threads it starts never take SIGTERM or SIGINT from this thread,
+        # which waits in os.wait() and is the only one that runs handlers.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+        try:
+            then()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     status = 0

@@ -31,6 +31,7 @@ from tidings.dispatch.steps import WorkerConfig, WorkerSteps
 from tidings.providers.accounts import Factory, from_environment
 from tidings.providers.base import ProviderAdapter
 from tidings.runtime import Runtime
+from tidings.signal_wait import wait_for_signal
 
 log = logging.getLogger("tidings.worker")
 NOTIFY_CHANNEL = "tidings_due"
@@ -106,7 +107,7 @@ class Worker(WorkerSteps):
         )
         for thread in threads:
             thread.start()
-        stop.wait()
+        wait_for_signal(stop)  # not stop.wait(): see signal_wait.py
         for inbox in self._inboxes.values():
             inbox.ring()
         deadline = time.monotonic() + self.config.lease_seconds + STOP_GRACE_SECONDS
