@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -17,6 +18,8 @@ import httpx
 from tidings.devstack import free_port
 
 WAIT = 60.0
+# How faulthandler heads each thread's stack.
+STACKS = "most recent call first"
 
 
 @contextmanager
@@ -99,7 +102,8 @@ def await_exit(proc: subprocess.Popen[bytes], log: Path, timeout: float = 60.0) 
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGUSR1)
-        time.sleep(2)  # the process writes its own stacks
+        with contextlib.suppress(AssertionError):  # a process past writing them: killed anyway
+            wait_until(lambda: STACKS in log.read_text(errors="replace"), 5, "its stacks")
         proc.kill()
         proc.wait()
         tail = log.read_text(errors="replace")[-12_000:]

@@ -16,7 +16,7 @@ from tests.conftest import TEST_SECRET, with_example_policy
 from tidings import Tidings
 from tidings.domain.keys import attempt_key
 
-from .processes import ledger, offers, simulator, start_worker, wait_until
+from .processes import STACKS, ledger, offers, simulator, start_worker, wait_until
 
 SENT = {"accepted", "timeout_after_accept"}
 
@@ -156,7 +156,7 @@ def test_sigusr1_prints_where_each_thread_waits_and_the_worker_carries_on(
                     worker.send_signal(signal.SIGUSR1)
                     stacks = wait_until(
                         lambda: (
-                            "most recent call first" in log.read_text(errors="replace")
+                            STACKS in log.read_text(errors="replace")
                             and log.read_text(errors="replace")
                         ),
                         what="the stacks",
