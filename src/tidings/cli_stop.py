@@ -40,4 +40,3 @@ def stop_on_signals() -> threading.Event:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     return stop
-
