@@ -16,7 +16,7 @@ from tests.conftest import TEST_SECRET, with_example_policy
 from tidings import Tidings
 from tidings.domain.keys import attempt_key
 
-from .processes import STACKS, ledger, offers, simulator, start_worker, wait_until
+from .processes import STACKS, await_exit, ledger, offers, simulator, start_worker, wait_until
 
 SENT = {"accepted", "timeout_after_accept"}
 
@@ -166,7 +166,7 @@ def test_sigusr1_prints_where_each_thread_waits_and_the_worker_carries_on(
                     assert "stop overran" not in stacks
                 finally:
                     worker.send_signal(signal.SIGTERM)
-                    code = worker.wait(timeout=60)
+                    code = await_exit(worker, log)
             assert code == 0, log.read_text(errors="replace")
 
 
