@@ -182,7 +182,7 @@ def _run(url: str, home: Path, profile: str) -> Run:
                         what=f"every intent of {profile} settled",
                     )
                 except AssertionError as exc:
-                    raise AssertionError(f"{exc}: {_story(url, run)}") from None
+                    raise AssertionError(f"{exc}: {_story(t, run)}") from None
                 finally:
                     rescuer.send_signal(signal.SIGTERM)
                     rescuer.wait(timeout=60)
@@ -229,37 +229,25 @@ def _settled(url: str, run: Run) -> bool:
     )
 
 
-def _story(url: str, run: Run) -> dict[str, Any]:
-    """Where each unsettled intent stands, and its transitions: what a
-    timeout needs to be read without the run."""
+def _story(t: Tidings, run: Run) -> dict[str, Any]:
+    """Where each unsettled intent stands and its timeline (the one an
+    operator reads): what a timeout needs to be read without the run."""
     story: dict[str, Any] = {}
-    with psycopg.connect(url) as conn:
-        for point, intent_id in run.intents.items():
-            row = run.rows.get(point, {})
-            if row.get("state") in expected(run.profile, point).states:
-                continue
-            steps = conn.execute(
-                "SELECT from_state, to_state, event, decision_code, at::text FROM transitions "
-                "WHERE intent_id = %s ORDER BY version",
-                (intent_id,),
-            ).fetchall()
-            due = conn.execute(
-                "SELECT next_due_at::text, lease_expires_at::text, now()::text FROM intents "
-                "WHERE id = %s",
-                (intent_id,),
-            ).fetchone()
-            tries = conn.execute(
-                "SELECT n, state, provider_message_id, call_started_at::text, check_count, "
-                "next_check_at::text, checks_expire_at::text FROM attempts "
-                "WHERE intent_id = %s ORDER BY n",
-                (intent_id,),
-            ).fetchall()
-            story[point] = {
-                "row": row,
-                "due_lease_now": due,
-                "transitions": steps,
-                "attempts": tries,
-            }
+    for point, intent_id in run.intents.items():
+        row = run.rows.get(point, {})
+        if row.get("state") in expected(run.profile, point).states:
+            continue
+        intent = t.get(intent_id)
+        story[point] = {
+            "row": row,
+            "next_due_at": intent.next_due_at,
+            "lease_expires_at": intent.lease_expires_at,
+            "now": t.clock.now(),
+            "timeline": [
+                (e.at.isoformat(), e.kind, e.from_state, e.to_state, e.event, dict(e.detail))
+                for e in t.timeline(intent_id)
+            ],
+        }
     return story
 
 
