@@ -60,6 +60,14 @@ class InvalidLine(InvalidInput):
         self.line = line
 
 
+class ValueOutOfRange(InvalidInput):
+    """A number past its stated limit (a policy's, domain/policy_bounds.py):
+    well-formed, but one tenant's value would stop arithmetic every tenant
+    shares. `field` is the value's path in the document."""
+
+    code = "VALUE_OUT_OF_RANGE"
+
+
 class DateOutOfRange(InvalidInput):
     """A time the engine refuses to store (domain/moments.py): outside the
     range every reader, Python included, can decode."""

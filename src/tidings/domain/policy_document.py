@@ -8,6 +8,7 @@ See docs/policy.md.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any, Final, Literal, TypeVar
 
 import phonenumbers
 
+from tidings.domain import policy_bounds as bounds
 from tidings.domain.limits import (
     SCOPES,
     RateLimitRule,
@@ -36,7 +38,20 @@ ConsentRequirement = Literal["required", "not_required"]
 
 
 class PolicyError(ValueError):
-    """The policy document is invalid; the message names the field."""
+    """The policy document is invalid; the message names the field.
+
+    `field` is the path of the offending value (`retry.max_seconds`,
+    `frequency_caps[0].limit`): every message starts with it.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.field = message.split(":", 1)[0]
+
+
+class PolicyLimitError(PolicyError):
+    """A number past its limit (domain/policy_bounds.py): a well-formed
+    document that would stop shared arithmetic for every tenant."""
 
 
 @dataclass(frozen=True)
@@ -125,10 +140,8 @@ def parse_policy(doc: Mapping[str, Any]) -> Policy:
         description=_description(d.get("description", "")),
         countries=_channels(d["channels"]),
         purposes=_purposes(d["purposes"]),
-        resend_budget=_int(d["resend_budget"], "resend_budget", 0),
-        poll_schedule=_build(
-            PollSchedule, "poll_schedule", _numbers(d["poll_schedule"], "poll_schedule", _POLL)
-        ),
+        resend_budget=_int(d["resend_budget"], "resend_budget", 0, bounds.MAX_RESEND_BUDGET),
+        poll_schedule=_build(PollSchedule, "poll_schedule", _poll(d["poll_schedule"])),
         retention=_build(Retention, "retention", _retention(d["retention"])),
         retry=_build(RetryConfig, "retry", _retry(d["retry"])),
         send_windows=_send_windows(d.get("send_windows", {})),
@@ -179,15 +192,21 @@ def _str(value: Any, where: str) -> str:
     return value
 
 
-def _int(value: Any, where: str, minimum: int) -> int:
+def _int(value: Any, where: str, minimum: int, maximum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise PolicyError(f"{where}: expected an integer >= {minimum}")
+    if value > maximum:
+        raise PolicyLimitError(f"{where}: expected an integer from {minimum} to {maximum}")
     return value
 
 
-def _number(value: Any, where: str) -> float:
+def _number(value: Any, where: str, maximum: float) -> float:
+    """A finite number up to `maximum`; lower bounds are the dataclasses'.
+    Checked before `float()`, which raises on a huge integer."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise PolicyError(f"{where}: expected a number")
+    if not bounds.within(value, -math.inf, maximum):
+        raise PolicyLimitError(f"{where}: expected a finite number at most {maximum}")
     return float(value)
 
 
@@ -300,8 +319,8 @@ def _cap(value: Any, where: str) -> FrequencyCap:
     return FrequencyCap(
         id=_str(doc["id"], f"{where}.id"),
         channel=_choice(doc["channel"], f"{where}.channel", CHANNELS),
-        limit=_int(doc["limit"], f"{where}.limit", 1),
-        per_seconds=_int(doc["per_seconds"], f"{where}.per_seconds", 1),
+        limit=_int(doc["limit"], f"{where}.limit", 1, bounds.MAX_COUNT),
+        per_seconds=_int(doc["per_seconds"], f"{where}.per_seconds", 1, bounds.MAX_SECONDS),
         purposes=None if purposes is None else _names(purposes, f"{where}.purposes"),
     )
 
@@ -317,8 +336,8 @@ def _rate_limit(value: Any, where: str) -> RateLimitRule:
     channel = doc.get("channel")
     return RateLimitRule(
         scope=_scope(doc["scope"], f"{where}.scope"),
-        limit=_int(doc["limit"], f"{where}.limit", 1),
-        per_seconds=_int(doc["per_seconds"], f"{where}.per_seconds", 1),
+        limit=_int(doc["limit"], f"{where}.limit", 1, bounds.MAX_COUNT),
+        per_seconds=_int(doc["per_seconds"], f"{where}.per_seconds", 1, bounds.MAX_SECONDS),
         channel=None if channel is None else _choice(channel, f"{where}.channel", CHANNELS),
     )
 
@@ -345,20 +364,28 @@ def _spend_by_country(value: Any, where: str) -> Mapping[str, SpendLimit]:
 
 def _spend(value: Any, where: str) -> SpendLimit:
     doc = _fields(value, where, frozenset({"segments", "per_seconds"}))
-    segments = _int(doc["segments"], f"{where}.segments", 1)
-    return SpendLimit(segments, _int(doc["per_seconds"], f"{where}.per_seconds", 1))
+    segments = _int(doc["segments"], f"{where}.segments", 1, bounds.MAX_COUNT)
+    per_seconds = _int(doc["per_seconds"], f"{where}.per_seconds", 1, bounds.MAX_SECONDS)
+    return SpendLimit(segments, per_seconds)
 
 
-_POLL: Final = (
-    "first_check_after_seconds",
-    "factor",
-    "max_interval_seconds",
-    "jitter",
-    "max_checks",
-    "give_up_after_seconds",
-)
-_RETRY: Final = ("base_seconds", "max_seconds", "jitter")
-_RETRY_OPTIONAL: Final = ("max_failures", "max_pending_seconds")
+# Each number's upper limit (domain/policy_bounds.py); lower limits and the
+# relations between fields (max >= base) are the dataclasses' own checks.
+# Jitter's 0..1 is theirs too; this only keeps `float()` from overflowing.
+_JITTER: Final = float(bounds.MAX_COUNT)
+_POLL: Final = {
+    "first_check_after_seconds": bounds.MAX_SECONDS,
+    "factor": bounds.MAX_POLL_FACTOR,
+    "max_interval_seconds": bounds.MAX_SECONDS,
+    "jitter": _JITTER,
+    "max_checks": bounds.MAX_CHECKS,
+    "give_up_after_seconds": bounds.MAX_SECONDS,
+}
+_RETRY: Final = {
+    "base_seconds": bounds.MAX_SECONDS,
+    "max_seconds": bounds.MAX_SECONDS,
+    "jitter": _JITTER,
+}
 _RETENTION: Final = (
     "recipient_evidence_days",
     "attempt_evidence_days",
@@ -367,26 +394,31 @@ _RETENTION: Final = (
 )
 
 
-def _numbers(value: Any, where: str, keys: tuple[str, ...]) -> dict[str, Any]:
-    doc = _fields(value, where, frozenset(keys))
-    parsed: dict[str, Any] = {k: _number(doc[k], f"{where}.{k}") for k in keys}
-    if "max_checks" in parsed:
-        parsed["max_checks"] = _int(doc["max_checks"], f"{where}.max_checks", 1)
+def _poll(value: Any) -> dict[str, Any]:
+    doc = _fields(value, "poll_schedule", frozenset(_POLL))
+    parsed: dict[str, Any] = {
+        k: _number(doc[k], f"poll_schedule.{k}", top) for k, top in _POLL.items()
+    }
+    parsed["max_checks"] = _int(doc["max_checks"], "poll_schedule.max_checks", 1, bounds.MAX_CHECKS)
     return parsed
 
 
 def _retry(value: Any) -> dict[str, Any]:
-    doc = _fields(value, "retry", frozenset(_RETRY), frozenset(_RETRY_OPTIONAL))
-    parsed: dict[str, Any] = {k: _number(doc[k], f"retry.{k}") for k in _RETRY}
+    optional = frozenset({"max_failures", "max_pending_seconds"})
+    doc = _fields(value, "retry", frozenset(_RETRY), optional)
+    parsed: dict[str, Any] = {k: _number(doc[k], f"retry.{k}", top) for k, top in _RETRY.items()}
     if "max_failures" in doc:
-        parsed["max_failures"] = _int(doc["max_failures"], "retry.max_failures", 1)
+        parsed["max_failures"] = _int(
+            doc["max_failures"], "retry.max_failures", 1, bounds.MAX_FAILURES
+        )
     if "max_pending_seconds" in doc:
         parsed["max_pending_seconds"] = _number(
-            doc["max_pending_seconds"], "retry.max_pending_seconds"
+            doc["max_pending_seconds"], "retry.max_pending_seconds", bounds.MAX_SECONDS
         )
     return parsed
 
 
 def _retention(value: Any) -> dict[str, int]:
     doc = _fields(value, "retention", frozenset(_RETENTION))
-    return {k: _int(doc[k], f"retention.{k}", 1) for k in _RETENTION}
+    top = bounds.MAX_RETENTION_DAYS
+    return {k: _int(doc[k], f"retention.{k}", 1, top) for k in _RETENTION}

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from tidings.domain import policy_bounds as bounds
+from tidings.domain.policy_bounds import within
+
 # How far ahead we look for a moment that is inside the window in every
 # candidate zone; a week covers any daily window plus DST shifts.
 WINDOW_SEARCH_DAYS = 8
@@ -50,6 +53,17 @@ class PollSchedule:
         _require(0 <= self.jitter <= 1, "jitter must be within 0..1")
         _require(self.max_checks >= 1, "max_checks must be >= 1")
         _require(self.give_up_after_seconds > 0, "give_up_after_seconds must be > 0")
+        # The parser names the field; this keeps a schedule built any other
+        # way inside what the arithmetic can hold (domain/policy_bounds.py).
+        _require(
+            within(self.factor, 1, bounds.MAX_POLL_FACTOR)
+            and within(self.max_checks, 1, bounds.MAX_CHECKS)
+            and all(
+                within(s, 0, bounds.MAX_SECONDS)
+                for s in (self.max_interval_seconds, self.give_up_after_seconds)
+            ),
+            "a number is past its limit (docs/security.md)",
+        )
 
 
 # Retryable provider failures (429, 5xx before processing, a misconfigured
@@ -76,6 +90,14 @@ class RetryConfig:
         _require(0 <= self.jitter <= 1, "jitter must be within 0..1")
         _require(self.max_failures >= 1, "max_failures must be >= 1")
         _require(self.max_pending_seconds > 0, "max_pending_seconds must be > 0")
+        _require(
+            within(self.max_failures, 1, bounds.MAX_FAILURES)
+            and all(
+                within(s, 0, bounds.MAX_SECONDS)
+                for s in (self.max_seconds, self.max_pending_seconds)
+            ),
+            "a number is past its limit (docs/security.md)",
+        )
 
     def exhausted(self, failures: int) -> bool:
         """True when `failures` retryable failures are all this intent may have."""
@@ -144,8 +166,12 @@ def next_window_start(
 
 def nominal_interval(schedule: PollSchedule, check_index: int) -> float:
     """Interval before check `check_index` (0-based), before jitter."""
-    grown = schedule.first_check_after_seconds * schedule.factor**check_index
-    return min(grown, schedule.max_interval_seconds)
+    first, ceiling = schedule.first_check_after_seconds, schedule.max_interval_seconds
+    if schedule.factor > 1 and check_index * math.log(schedule.factor) >= math.log(ceiling / first):
+        # At the ceiling already: `factor ** index` could overflow a float
+        # long before the largest check count a policy may ask for.
+        return ceiling
+    return min(first * schedule.factor**check_index, ceiling)
 
 
 def nominal_offset(schedule: PollSchedule, checks: int) -> float:

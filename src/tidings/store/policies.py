@@ -14,8 +14,8 @@ from typing import Any
 
 import psycopg
 
-from tidings.domain.errors import Conflict, InvalidInput
-from tidings.domain.policy_document import Policy, PolicyError, parse_policy
+from tidings.domain.errors import Conflict, InvalidInput, ValueOutOfRange
+from tidings.domain.policy_document import Policy, PolicyError, PolicyLimitError, parse_policy
 from tidings.store.database import Row, fetch_all, fetch_one
 
 Conn = psycopg.Connection[Any]
@@ -29,8 +29,10 @@ def publish(
 ) -> Policy:
     try:
         policy = parse_policy(document)
+    except PolicyLimitError as exc:
+        raise ValueOutOfRange(exc.field, _message(exc)) from None
     except PolicyError as exc:
-        raise InvalidInput("policy", str(exc)) from None
+        raise InvalidInput(exc.field, _message(exc)) from None
     existing = fetch_one(
         conn, "policy_by_version", {"tenant_id": tenant_id, "version": policy.version}
     )
@@ -48,6 +50,11 @@ def publish(
     }
     fetch_one(conn, "insert_policy", params)
     return policy
+
+
+def _message(exc: PolicyError) -> str:
+    # InvalidInput puts the field in front again.
+    return str(exc).split(":", 1)[-1].strip()
 
 
 def current(conn: Conn, tenant_id: str) -> Policy | None:
