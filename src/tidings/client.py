@@ -180,7 +180,9 @@ class Tidings(ContactMethods, JobMethods, SetupMethods):
         and already final. A job still preparing is refused (Conflict): its
         later pages would create intents after the cancel."""
         why = parse_reason(reason)
-        if self.job(job_id)["status"] == "preparing":
+        job = self.job(job_id)
+        # A quarantined job prepares no further page: canceling it is safe.
+        if job["status"] == "preparing" and not job.get("quarantine_code"):
             raise Conflict("the job is still preparing; cancel it once it is dispatching")
         which = CancelFilter(job_id=as_uuid(job_id))
         return cancel_many(self.db, self.tenant, which, why.value, self.clock.now(), actor)

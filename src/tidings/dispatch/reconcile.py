@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 
 from tidings.dispatch.gate import sent_policy
+from tidings.dispatch.isolation import FAILS_ALONE, quarantine_sending
 from tidings.dispatch.lookup import Evidence, look_up
 from tidings.dispatch.observe import apply_observation, carry_settled_attempt
 from tidings.domain.attempts import NOT_RECEIVED_FROM, STILL_OPEN
@@ -53,21 +54,38 @@ PROVING = frozenset({"key", "reference", "search"})
 # leaves one in flight, and a slow provider may record it long after the
 # lease expired. Until then the lookup is repeated, never concluded.
 NOT_RECEIVED_AFTER_SECONDS = 60.0
+SWEEPER = "system:sweeper"
 
 
 def recover_leases(conn: Conn, now: datetime, limit: int = 100) -> int:
     """Expired leases: a call that never started is due again at once; one
-    that started is an unknown outcome to reconcile, never a resend."""
+    that started is an unknown outcome to reconcile, never a resend.
+
+    Each intent in a savepoint of its own: one whose row or policy version
+    cannot be used (missing, quarantined, past the limits) is quarantined
+    alone (dispatch/isolation.py) and the others are recovered."""
     rows = fetch_all(conn, "expired_leases", {"now": now, "limit": limit})
     for row in rows:
-        intent = Intent.from_row(row)
-        ref = AttemptRef(intent.tenant_id, intent.id, intent.attempt_count)
-        attempt = attempts.lock_for_recovery(conn, ref)
-        if attempt is not None and attempt.call_started_at is None:
-            _call_not_started(conn, intent, attempt, now)
-        else:
-            _outcome_unknown(conn, intent, ref, now)
+        recover_one(conn, row, now)
     return len(rows)
+
+
+def recover_one(conn: Conn, row: Mapping[str, Any], now: datetime) -> None:
+    try:
+        with conn.transaction():
+            _recover(conn, Intent.from_row(row), now)
+    except FAILS_ALONE as exc:
+        with conn.transaction():
+            quarantine_sending(conn, row["tenant_id"], row["id"], now, exc, SWEEPER)
+
+
+def _recover(conn: Conn, intent: Intent, now: datetime) -> None:
+    ref = AttemptRef(intent.tenant_id, intent.id, intent.attempt_count)
+    attempt = attempts.lock_for_recovery(conn, ref)
+    if attempt is not None and attempt.call_started_at is None:
+        _call_not_started(conn, intent, attempt, now)
+    else:
+        _outcome_unknown(conn, intent, ref, now)
 
 
 def _call_not_started(conn: Conn, intent: Intent, attempt: Attempt, now: datetime) -> None:

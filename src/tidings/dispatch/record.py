@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 
 from tidings.dispatch.claim import Claimed
+from tidings.dispatch.isolation import FAILS_ALONE, POLICY_UNREADABLE, note
 from tidings.dispatch.observe import carry_settled_attempt, recording_provider_ids, rematch
 from tidings.domain.attempts import WORKER_SETTLES_FROM
 from tidings.domain.errors import StaleTransition
@@ -134,13 +135,13 @@ def _accepted_many(
         return []
     acceptances = []
     for item in sent:
-        schedule = item.claimed.policy.poll_schedule
+        first_check, give_up = _poll_plan(conn, item.claimed, now, rng)
         acceptances.append(
             attempts.Acceptance(
                 _ref(item.claimed),
                 _message_id(item),
-                next_check_at=next_check_at(schedule, now, 0, rng),
-                checks_expire_at=now + timedelta(seconds=schedule.give_up_after_seconds),
+                next_check_at=first_check,
+                checks_expire_at=give_up,
                 segments=item.segments,
                 encoding=item.encoding,
             )
@@ -170,6 +171,27 @@ def _accepted_many(
             _carry(conn, c, now)
         outcomes.append(IntentOutcome.MOVED if intent_moved else IntentOutcome.STALE)
     return outcomes
+
+
+def _poll_plan(
+    conn: Conn, claimed: Claimed, now: datetime, rng: random.Random | None
+) -> tuple[datetime | None, datetime | None]:
+    """The first status check and the give-up time of an accepted attempt.
+
+    The policy's bounds keep this arithmetic safe (domain/policy_bounds.py);
+    should it still fail for one tenant's schedule, the acceptance (a fact:
+    the provider has the message) is recorded all the same, without a poll
+    plan, receipts alone settling it, and the tenant is alerted. One
+    batch's recording never fails for everyone on one tenant's numbers."""
+    schedule = claimed.policy.poll_schedule
+    try:
+        first = None if rng is None else next_check_at(schedule, now, 0, rng)
+        return first, now + timedelta(seconds=schedule.give_up_after_seconds)
+    except FAILS_ALONE as exc:
+        with conn.transaction():
+            note(conn, claimed.intent.tenant_id, "record", f"intent:{claimed.intent.id}", exc, now,
+                 code=POLICY_UNREADABLE)  # fmt: skip
+        return None, None
 
 
 def _message_id(item: Sent) -> str:
@@ -293,7 +315,7 @@ def _indeterminate(
         result.code.value,
         now,
         next_check=check_at,
-        expire=now + timedelta(seconds=claimed.policy.poll_schedule.give_up_after_seconds),
+        expire=_poll_plan(conn, claimed, now, None)[1],
     )
     moved = _move(
         conn,

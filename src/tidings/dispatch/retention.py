@@ -18,11 +18,15 @@ partitions hold (evidence of no month, or kept when its month went).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
+from tidings.dispatch.isolation import FAILS_ALONE, note_alone
 from tidings.dispatch.retention_months import Clocks, drop_due_months, overdue_kept
 from tidings.domain.evidence_months import IdRange
+from tidings.domain.policy_bounds import MAX_RETENTION_DAYS
 from tidings.domain.policy_document import Retention
 from tidings.store import evidence_partitions, policies
 from tidings.store.database import Database, execute, fetch_all, fetch_one
@@ -47,14 +51,10 @@ def purge(db: Database, now: datetime) -> dict[str, Any]:
     evidence_partitions.ensure(db, now)
     with db.transaction() as conn:
         groups = fetch_all(conn, "retention_groups", {})
-        clocks = {
-            (g["tenant_id"], g["policy_version"]): policies.by_version(
-                conn, g["tenant_id"], g["policy_version"]
-            ).retention
-            for g in groups
-        }
+    clocks, set_aside = _clocks(db, groups, now)
     for key, clock in clocks.items():
-        _snapshot_jobs(db, key, clock, now)
+        if key not in set_aside:
+            _alone(db, key, now, partial(_snapshot_jobs, db, key, clock, now))
     with db.transaction() as conn:
         months = evidence_partitions.registered(conn)
     removed["months_dropped"] = drop_due_months(db, months, clocks, now)
@@ -62,8 +62,14 @@ def purge(db: Database, now: datetime) -> dict[str, Any]:
         months = evidence_partitions.registered(conn)
     for group in groups:
         key = (group["tenant_id"], group["policy_version"])
-        for kind, n in _purge_group(db, key, clocks, months, group["oldest"], now).items():
-            removed[kind] += n
+        if key in set_aside:
+            continue
+
+        def one(k: tuple[str, str] = key, oldest: datetime = group["oldest"]) -> None:
+            for kind, n in _purge_group(db, k, clocks, months, oldest, now).items():
+                removed[kind] += n
+
+        _alone(db, key, now, one)
     shortest = min((c.observation_days for c in clocks.values()), default=90)
     with db.transaction() as conn:
         before = now - timedelta(days=shortest)
@@ -73,6 +79,39 @@ def purge(db: Database, now: datetime) -> dict[str, Any]:
         removed["audience_uploads"] = execute(conn, "purge_expired_uploads", {"now": now})
         removed["destinations"] = execute(conn, "purge_orphan_destinations", {})
     return removed
+
+
+# The clock of a group whose policy version cannot be read (missing,
+# quarantined, past the limits): nothing of it is purged, since its clocks
+# are unknown, and the months holding it are not dropped whole; everyone
+# else's evidence in them still goes row by row (docs/retention.md).
+KEEP_ALL = Retention(*(MAX_RETENTION_DAYS,) * 4)
+
+
+def _clocks(
+    db: Database, groups: list[dict[str, Any]], now: datetime
+) -> tuple[dict[tuple[str, str], Retention], set[tuple[str, str]]]:
+    """Each group's clocks; and the groups set aside (dispatch/isolation.py)."""
+    clocks: dict[tuple[str, str], Retention] = {}
+    set_aside: set[tuple[str, str]] = set()
+    for g in groups:
+        key = (g["tenant_id"], g["policy_version"])
+        try:
+            with db.transaction() as conn:
+                clocks[key] = policies.by_version(conn, *key).retention
+        except FAILS_ALONE as exc:
+            note_alone(db, key[0], "purge", f"policy:{key[1]}", exc, now)
+            clocks[key] = KEEP_ALL
+            set_aside.add(key)
+    return clocks, set_aside
+
+
+def _alone(db: Database, key: tuple[str, str], now: datetime, work: Callable[[], None]) -> None:
+    """One group's purge; a failure of its rows stops only that group."""
+    try:
+        work()
+    except FAILS_ALONE as exc:
+        note_alone(db, key[0], "purge", f"policy:{key[1]}", exc, now)
 
 
 def _snapshot_jobs(db: Database, key: tuple[str, str], clock: Retention, now: datetime) -> None:

@@ -9,8 +9,9 @@ from uuid import UUID
 
 import psycopg
 
+from tidings.dispatch.isolation import quarantine_sending
 from tidings.dispatch.quarantine import UNREADABLE, each_alone
-from tidings.dispatch.reconcile import recover_leases
+from tidings.dispatch.reconcile import recover_leases, recover_one
 from tidings.domain.errors import StaleTransition
 from tidings.domain.intent import Intent
 from tidings.domain.transitions import Event
@@ -70,6 +71,30 @@ def sweep(db: Database, now: datetime) -> dict[str, int]:
             expired = expire_deadlines(conn, now)
     except UNREADABLE:  # one row must not stop every tenant's deadlines
         expired = expire_row_by_row(db, now)
-    with db.transaction() as conn:
-        recovered = recover_leases(conn, now)
+    try:
+        with db.transaction() as conn:
+            recovered = recover_leases(conn, now)
+    except UNREADABLE:  # a row that cannot even be read: each alone
+        recovered = recover_row_by_row(db, now)
     return {"expired": expired, "leases_recovered": recovered}
+
+
+def recover_row_by_row(db: Database, now: datetime, limit: int = 100) -> int:
+    """`recover_leases` for a batch that could not be read whole: each
+    intent in its own transaction, one that cannot be read quarantined."""
+    with db.transaction() as conn:
+        ids = [
+            (r["tenant_id"], r["id"])
+            for r in fetch_all(conn, "expired_lease_ids", {"now": now, "limit": limit})
+        ]
+    for tenant_id, intent_id in ids:
+        params = {"tenant_id": tenant_id, "id": intent_id, "now": now}
+        try:
+            with db.transaction() as conn:
+                row = fetch_one(conn, "expired_lease_one", params)
+                if row is not None:
+                    recover_one(conn, row, now)
+        except UNREADABLE as exc:
+            with db.transaction() as conn:
+                quarantine_sending(conn, tenant_id, intent_id, now, exc, SWEEPER)
+    return len(ids)

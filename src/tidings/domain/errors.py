@@ -83,6 +83,22 @@ class Conflict(TidingsError):
     code = "CONFLICT"
 
 
+class PolicyUnreadable(Conflict, LookupError, ValueError):
+    """A stored policy version that cannot be used: missing (a bad restore,
+    a hand edit), quarantined, or refused by the parser (written around its
+    checks). Only that tenant's work stops on it: loops quarantine what
+    names it (dispatch/isolation.py), and its own requests answer 409.
+    A LookupError for callers that looked a version up, and a ValueError
+    so a claim quarantines the intent like any unreadable row."""
+
+    code = "POLICY_UNREADABLE"
+
+    def __init__(self, tenant_id: str, version: str, why: str) -> None:
+        super().__init__(f"policy version {version} of tenant {tenant_id} cannot be used: {why}")
+        self.tenant_id = tenant_id
+        self.version = version
+
+
 class IdempotencyConflict(Conflict):
     code = "IDEMPOTENCY_CONFLICT"
 

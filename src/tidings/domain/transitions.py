@@ -197,6 +197,15 @@ RULES: tuple[Rule, ...] = (
         "alerted, so the rest of its batch goes on; nothing was sent",
     ),
     _rule(
+        {S.SENDING},
+        Event.QUARANTINED,
+        S.UNKNOWN,
+        "its lease expired and the sweeper cannot recover it (its policy version "
+        "missing or unreadable, the row undecodable): the call may have started, so it "
+        "is never resent; it ends `unknown` with code `POLICY_UNREADABLE` or "
+        "`UNDECODABLE`, counted and alerted, and the other leases are recovered",
+    ),
+    _rule(
         set(NONTERMINAL),
         Event.DEADLINE_PASSED,
         S.EXPIRED,

@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from tidings.dispatch.isolation import FAILS_ALONE, quarantine_job
 from tidings.domain.channels import ChannelFacts, Mode, Outcome, resolve
 from tidings.domain.decision_inputs import decision_inputs
 from tidings.domain.ids import uuid7
@@ -90,7 +91,15 @@ def prepare_next(
         return None
     context = job_context(job["id"], job.get("report_id"), job.get("report_revision"))
     with log_context(tenant_id=job["tenant_id"], **context):
-        return _prepare_claimed(db, job, now, budget_seconds)
+        try:
+            return _prepare_claimed(db, job, now, budget_seconds)
+        except FAILS_ALONE as exc:
+            # Its policy version missing or unreadable, or a row that cannot
+            # be written (a value past an int4 column): this job alone is set
+            # aside, or it would be first in line again every round, for
+            # every tenant (dispatch/isolation.py).
+            quarantine_job(db, job["tenant_id"], job["id"], now, exc)
+            return job
 
 
 def _prepare_claimed(

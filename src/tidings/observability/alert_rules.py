@@ -202,21 +202,29 @@ def _impossible(rows: list[Row]) -> Iterator[Alert]:
 def _quarantined(rows: list[Row]) -> Iterator[Alert]:
     for row in rows:
         samples = [jsonable(s) for s in row["samples"]]
-        first = samples[0]["intent_id"] if samples else "<intent id>"
+        intents = [s["intent_id"] for s in samples if "intent_id" in s]
+        loops = sorted(
+            {f"{s['loop']}: {s['subject']} ({s['code']})" for s in samples if "loop" in s}
+        )
+        first = intents[0] if intents else "<intent id>"
         yield Alert(
             row["tenant_id"],
             "quarantined",
             "quarantined",
             "warning",
-            f"{row['n']} intent(s) quarantined: a worker could not decode or render them",
+            f"{row['n']} row(s) of tenant {row['tenant_id']} quarantined: a worker could not "
+            "decode, render or apply them (its policy included); everyone else's went on",
             {
                 "count": row["n"],
                 "latest_at": jsonable(row["latest_at"]),
                 "samples": samples,
+                "set_aside": loops,
                 "action": (
                     f"Run `tidings timeline {first}`: the audit row keeps the values it "
                     "could not read. They were written around the API's checks (a direct "
-                    "database write, an old release); the other intents were sent."
+                    "database write, an old release, a bad restore); the other intents were "
+                    "sent. For a policy version or job set aside (docs/operations.md, "
+                    "`quarantined`), publish a sound policy and cancel or re-create the job."
                 ),
             },
         )

@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from tidings.domain.errors import Conflict, InvalidInput, ValueOutOfRange
+from tidings.domain.errors import Conflict, InvalidInput, PolicyUnreadable, ValueOutOfRange
 from tidings.domain.policy_document import Policy, PolicyError, PolicyLimitError, parse_policy
 from tidings.store.database import Row, fetch_all, fetch_one
 
@@ -82,16 +82,24 @@ def by_version(conn: Conn, tenant_id: str, version: str) -> Policy:
         return cached
     row = fetch_one(conn, "policy_by_version", {"tenant_id": tenant_id, "version": version})
     if row is None:
-        raise LookupError(f"policy version {version} is not stored for tenant {tenant_id}")
+        raise PolicyUnreadable(tenant_id, version, "not stored")
+    if row["quarantine_code"] is not None:
+        raise PolicyUnreadable(tenant_id, version, f"quarantined ({row['quarantine_code']})")
     return _parsed(tenant_id, version, row["document"])
 
 
 def _parsed(tenant_id: str, version: str, document: Mapping[str, Any]) -> Policy:
     with _lock:
         policy = _cache.get((tenant_id, version))
-        if policy is None:
-            policy = _cache[(tenant_id, version)] = parse_policy(document)
-        return policy
+        if policy is not None:
+            return policy
+    try:
+        parsed = parse_policy(document)
+    except PolicyError as exc:
+        # Stored around the publish checks; the field only, never the value.
+        raise PolicyUnreadable(tenant_id, version, f"refused at {exc.field}") from None
+    with _lock:
+        return _cache.setdefault((tenant_id, version), parsed)
 
 
 def versions(conn: Conn, tenant_id: str) -> list[Row]:

@@ -34,7 +34,8 @@ SELECT p.version AS policy_version, p.document AS policy_document,
        t.dispatch_variables AS t_dispatch_variables
 FROM (SELECT 1) AS one
 LEFT JOIN LATERAL (
-    SELECT version, document FROM policies WHERE tenant_id = %(tenant_id)s
+    SELECT version, document FROM policies
+    WHERE tenant_id = %(tenant_id)s AND quarantine_code IS NULL
     ORDER BY published_at DESC, version DESC LIMIT 1
 ) AS p ON true
 LEFT JOIN LATERAL (
@@ -60,7 +61,8 @@ LEFT JOIN LATERAL (
 -- it. The foreign key from the intent to its destination is checked when
 -- the whole statement is done, so the order of the CTEs does not matter.
 WITH chosen AS (
-    SELECT (SELECT version FROM policies WHERE tenant_id = %(tenant_id)s
+    SELECT (SELECT version FROM policies
+            WHERE tenant_id = %(tenant_id)s AND quarantine_code IS NULL
             ORDER BY published_at DESC, version DESC LIMIT 1)
                IS NOT DISTINCT FROM %(policy_version)s::text
            AND (%(newest_revision)s::int IS NULL

@@ -20,7 +20,9 @@ ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 RETURNING *;
 
 -- name: claim_preparing_job
-SELECT * FROM jobs WHERE status = 'preparing'
+-- A quarantined job (its preparation failed on its own rows or policy,
+-- dispatch/isolation.py) is passed over: it would be first every round.
+SELECT * FROM jobs WHERE status = 'preparing' AND quarantine_code IS NULL
 ORDER BY created_at LIMIT 1
 FOR UPDATE SKIP LOCKED;
 

@@ -464,8 +464,14 @@ FROM r GROUP BY tenant_id, channel;
 WITH p AS (
     SELECT i.tenant_id, i.channel, i.id, i.event_class, i.decision_code,
            greatest(i.created_at, coalesce(i.not_before, i.created_at)) AS since,
-           coalesce((pol.document -> 'retry' ->> 'max_pending_seconds')::float8,
-                    %(default_seconds)s) AS allowed_seconds
+           -- Total over any stored document (issue #39): a number within
+           -- the limit (1..31622400, domain/policy_bounds.py) or the
+           -- default. A cast or interval that fails on one tenant's
+           -- document would stop every tenant's alerts.
+           CASE WHEN jsonb_typeof(pol.document #> '{retry,max_pending_seconds}') = 'number'
+                THEN least(greatest((pol.document #>> '{retry,max_pending_seconds}')::numeric,
+                                    1), 31622400)::float8
+                ELSE %(default_seconds)s END AS allowed_seconds
     FROM intents i
     LEFT JOIN policies pol ON pol.tenant_id = i.tenant_id AND pol.version = i.policy_version
     WHERE i.state IN ('pending', 'resend_due')

@@ -8,7 +8,8 @@ RETURNING version;
 SELECT * FROM policies WHERE tenant_id = %(tenant_id)s AND version = %(version)s;
 
 -- name: current_policy
-SELECT * FROM policies WHERE tenant_id = %(tenant_id)s
+-- A quarantined version (past the limits, 0027) is never current.
+SELECT * FROM policies WHERE tenant_id = %(tenant_id)s AND quarantine_code IS NULL
 ORDER BY published_at DESC, version DESC LIMIT 1;
 
 -- name: policies_list

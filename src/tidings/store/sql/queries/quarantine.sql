@@ -117,12 +117,91 @@ WHERE decision_code IN ('UNDECODABLE', 'UNRENDERABLE')
 GROUP BY tenant_id, decision_code;
 
 -- name: alert_quarantined
--- Tenants with intents quarantined since `since`: the alert holds while
--- any is that recent, then resolves itself.
-SELECT tenant_id, count(*) AS n, max(terminal_at) AS latest_at,
-       (array_agg(jsonb_build_object('intent_id', id, 'code', decision_code,
-                                     'at', terminal_at) ORDER BY terminal_at DESC))[1:5]
-           AS samples
-FROM intents
-WHERE decision_code IN ('UNDECODABLE', 'UNRENDERABLE') AND terminal_at >= %(since)s
+-- Tenants with intents quarantined since `since`, or rows and documents a
+-- shared loop set aside (quarantine_log, 0027): the alert holds while any
+-- is that recent, then resolves itself.
+WITH q AS (
+    SELECT tenant_id, terminal_at AS at,
+           jsonb_build_object('intent_id', id, 'code', decision_code, 'at', terminal_at) AS sample
+    FROM intents
+    WHERE decision_code IN ('UNDECODABLE', 'UNRENDERABLE') AND terminal_at >= %(since)s
+    UNION ALL
+    SELECT tenant_id, at,
+           jsonb_build_object('loop', loop, 'subject', subject, 'code', code, 'at', at)
+    FROM quarantine_log WHERE at >= %(since)s
+)
+SELECT tenant_id, count(*) AS n, max(at) AS latest_at,
+       (array_agg(sample ORDER BY at DESC))[1:5] AS samples
+FROM q
 GROUP BY tenant_id;
+
+-- name: note_quarantine
+-- One tenant's row or document a shared loop set aside (dispatch/isolation.py).
+-- Noted once an hour per subject: a loop that meets it every round must
+-- not fill the table.
+INSERT INTO quarantine_log (tenant_id, loop, subject, code, error, at)
+SELECT %(tenant_id)s, %(loop)s, %(subject)s, %(code)s, %(error)s, %(now)s
+WHERE NOT EXISTS (
+    SELECT 1 FROM quarantine_log
+    WHERE at > %(now)s - interval '1 hour' AND tenant_id = %(tenant_id)s
+      AND loop = %(loop)s AND subject = %(subject)s AND code = %(code)s);
+
+-- name: quarantine_sending
+-- Park one `sending` intent whose lease expired and which the sweeper
+-- cannot recover (its policy version missing or unreadable, the row
+-- undecodable): its call may have started, so it is never resent; the
+-- intent and its attempt end `unknown` with the code, audited, and nothing
+-- is read back into Python. Receipts still settle the attempt.
+WITH old AS (
+    SELECT tenant_id, id FROM intents
+    WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND state = 'sending'
+    FOR UPDATE
+), moved AS (
+    UPDATE intents i SET
+        state = 'unknown',
+        version = i.version + 1,
+        updated_at = %(now)s,
+        next_due_at = NULL,
+        terminal_at = %(now)s,
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        decision_code = %(code)s
+    FROM old
+    WHERE i.tenant_id = old.tenant_id AND i.id = old.id
+    RETURNING i.tenant_id, i.id, i.version, i.policy_version, i.attempt_count
+), settled AS (
+    UPDATE attempts a SET state = 'unknown', code = %(code)s, last_status_at = %(now)s,
+                          next_check_at = NULL
+    FROM moved m
+    WHERE a.tenant_id = m.tenant_id AND a.intent_id = m.id AND a.n = m.attempt_count
+      AND a.state = 'sending'
+), audit AS (
+    INSERT INTO transitions (tenant_id, intent_id, version, from_state, to_state, event,
+                             actor, input, policy_version, decision_code, at)
+    SELECT m.tenant_id, m.id, m.version, 'sending', 'unknown', 'quarantined', %(actor)s,
+           jsonb_build_object('code', %(code)s::text, 'error', %(error)s::text,
+                              'attempt', m.attempt_count),
+           m.policy_version, %(code)s, %(now)s
+    FROM moved m
+)
+SELECT tenant_id, id FROM moved;
+
+-- name: quarantine_job
+-- A job whose preparation failed on its own rows or policy: no longer
+-- picked (claim_preparing_job), so the jobs behind it are prepared.
+UPDATE jobs SET quarantine_code = %(code)s, updated_at = %(now)s
+WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND status = 'preparing'
+RETURNING id;
+
+-- name: expired_lease_ids
+-- expired_leases by id alone, for a batch that could not be read whole.
+SELECT tenant_id, id FROM intents
+WHERE state = 'sending' AND lease_expires_at < %(now)s
+ORDER BY lease_expires_at
+LIMIT %(limit)s;
+
+-- name: expired_lease_one
+SELECT * FROM intents
+WHERE tenant_id = %(tenant_id)s AND id = %(id)s
+  AND state = 'sending' AND lease_expires_at < %(now)s
+FOR UPDATE SKIP LOCKED;
