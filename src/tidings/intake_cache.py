@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tidings.domain.policy_document import Policy, parse_policy
+from tidings.domain.errors import PolicyUnreadable
+from tidings.domain.policy_document import Policy, PolicyError, parse_policy
 from tidings.templates.model import TemplateRevision
 
 # Enough for every tenant a process creates for at once; one evicted costs
@@ -122,7 +123,12 @@ class IntakeCache:
                 entry.policies.move_to_end(version)
                 return policy
         assert document is not None  # a stored version always has its document
-        parsed = parse_policy(document)  # outside the lock: the slow part
+        try:
+            parsed = parse_policy(document)  # outside the lock: the slow part
+        except PolicyError as exc:
+            # Stored around the publish checks (issue #39): this tenant's
+            # requests answer 409 with the field, never 500, never the value.
+            raise PolicyUnreadable(tenant, version, f"refused at {exc.field}") from None
         with self._lock:
             entry = self._entry(tenant)
             _bounded_put(entry.policies, version, parsed, self._bounds[2])

@@ -15,17 +15,29 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 import pytest
 
-from tests.integration.api_support import auth, client, is_problem, new_key
+from tests.conftest import TEST_SECRET
+from tests.integration.api_support import (
+    auth,
+    client,
+    intent_body,
+    is_problem,
+    new_key,
+    publish_offer,
+)
 from tidings import Tidings
 from tidings.domain import policy_bounds
-from tidings.domain.errors import InvalidInput
+from tidings.domain.errors import InvalidInput, PolicyUnreadable
 from tidings.domain.policy_document import PolicyError, parse_policy
+from tidings.observability.alerts import evaluate_alerts
 from tidings.policies import builtin_document
+from tidings.store import migrate as migrations
+from tidings.store import policies as policy_store
 
 # (field path, a hostile value): the issue's numbers, and one past each limit.
 HOSTILE: list[tuple[str, Any]] = [
@@ -161,3 +173,61 @@ def test_the_database_function_agrees_with_the_parser(tidings: Tidings, db_url: 
         # answers for numbers past a limit, so a planted string is left to
         # the loops' quarantine.
         assert violation(hostile_document("resend_budget", "many")) is None
+
+
+def test_migration_0027_quarantines_a_stored_policy_past_the_limits(fresh_db: str) -> None:
+    """A version published before the limits stays stored (intents name it)
+    but is quarantined: never current again, noted and alerted for its
+    tenant, and the tenant's sound version decides new intents."""
+    with psycopg.connect(fresh_db, autocommit=True) as conn:
+        for migration in migrations.available():
+            if migration.version < 27:
+                with conn.transaction():
+                    migrations._apply_if_pending(conn, migration)
+        conn.execute("INSERT INTO tenants (tenant_id, name) VALUES ('hostile', 'hostile')")
+        for version, doc, at in [
+            ("sound", builtin_document("default"), "2026-01-01"),
+            ("huge", hostile_document("poll_schedule.give_up_after_seconds", 1e12), "2026-02-01"),
+        ]:
+            conn.execute(
+                "INSERT INTO policies (tenant_id, version, name, document, published_at,"
+                " published_by) VALUES ('hostile', %s, 'p', %s::jsonb, %s, 'old release')",
+                [version, json.dumps({**doc, "version": version}), at],
+            )
+    migrations.migrate(fresh_db)
+    with Tidings(fresh_db, secret_key=TEST_SECRET) as t:
+        hostile = t.for_tenant("hostile")
+        with hostile.db.transaction() as conn:
+            assert policy_store.current(conn, "hostile").version == "sound"  # type: ignore[union-attr]
+            with pytest.raises(PolicyUnreadable):
+                policy_store.by_version(conn, "hostile", "huge")
+            logged = conn.execute(
+                "SELECT loop, subject, code, error FROM quarantine_log WHERE tenant_id = 'hostile'"
+            ).fetchall()
+        assert [tuple(r.values()) for r in logged] == [
+            (
+                "migration",
+                "policy:huge",
+                "POLICY_OUT_OF_BOUNDS",
+                "poll_schedule.give_up_after_seconds",
+            )
+        ]
+        alerts = evaluate_alerts(t.db, datetime.now(UTC))
+        assert [(a.tenant_id, a.condition) for a in alerts] == [("hostile", "quarantined")]
+
+
+def test_a_tenant_whose_stored_policy_cannot_be_read_gets_409_not_500(
+    tidings: Tidings, db_url: str
+) -> None:
+    """`resend_budget: 2**31` once made the tenant's own POST /v1/intents
+    answer 500. Planted around the checks now, it answers 409 with a code."""
+    publish_offer(tidings, "hostile")
+    key = auth(new_key(tidings, "hostile"))
+    with psycopg.connect(db_url) as conn:
+        conn.execute(
+            "INSERT INTO policies (tenant_id, version, name, document, published_at, published_by)"
+            " VALUES ('hostile', 'big', 'p', %s::jsonb, now() + interval '1 day', 'planted')",
+            [json.dumps(hostile_document("resend_budget", 2**31, "big"))],
+        )
+    response = client(tidings).post("/v1/intents", json=intent_body(tidings), headers=key)
+    is_problem(response, 409, "POLICY_UNREADABLE")
