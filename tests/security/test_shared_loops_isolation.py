@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -31,6 +32,14 @@ from tests.e2e.processes import ledger, start_worker, wait_until
 from tests.e2e.processes import simulator as simulator_process
 from tests.integration.dispatch_helpers import offer, publish_offer_template, simulator
 from tests.integration.dispatch_helpers import worker as make_worker
+from tests.security.webhook_receivers import (
+    ALLOW_PRIVATE,
+    SECRET,
+    canceled_offers,
+    push_until,
+    ready_tenant,
+    receiver,
+)
 from tidings import IntentState, ManualClock, Tidings
 from tidings.dispatch.retention import purge
 from tidings.observability.alerts import evaluate_alerts
@@ -288,3 +297,40 @@ def test_a_running_worker_sends_the_victims_intents_past_hostile_rows(
             proc.wait(timeout=30)
         sent = [e["idempotency_key"] for e in ledger(sim) if e["outcome"] != "rejected"]
     assert len(sent) == len(set(sent)) == len(victims)
+
+
+def test_event_pushes_set_aside_an_unreadable_event_and_push_the_others(
+    tidings: Tidings, db_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pushes already run one tenant per thread; an event that cannot be
+    read (JSON nested past the decoder's recursion limit, planted) now
+    raises the tenant's alert and backs its endpoint off, instead of
+    failing silently every round."""
+    monkeypatch.setenv(ALLOW_PRIVATE, "1")
+    hostile, victim = (ready_tenant(tidings.for_tenant(n)) for n in (HOSTILE, VICTIM))
+    w = make_worker(tidings, simulator(clock))
+    with receiver() as (theirs, hostile_port), receiver() as (mine, port):
+        hostile.set_event_webhook(f"http://127.0.0.1:{hostile_port}/hooks", SECRET)
+        victim.set_event_webhook(f"http://127.0.0.1:{port}/hooks", SECRET)
+        canceled_offers(hostile, 1)
+        with psycopg.connect(db_url) as conn:
+            conn.execute(
+                "UPDATE events SET payload = (repeat('[', 5000) || repeat(']', 5000))::jsonb"
+                " WHERE tenant_id = %s",
+                [HOSTILE],
+            )
+        canceled_offers(victim, 2)
+        pushed = lambda: len([e for b in mine.bodies for e in b["events"]]) == 2  # noqa: E731
+        # Events show once no older transaction runs anywhere on the server
+        # (events.sql): a server shared with long bulk loads can take a while.
+        deadline = time.monotonic() + 90
+        while not pushed() and time.monotonic() < deadline:
+            push_until(w, clock, pushed)
+    assert [e["type"] for b in mine.bodies for e in b["events"]] == ["intent.canceled"] * 2
+    assert theirs.bodies == []
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute(
+            "SELECT last_error FROM event_webhooks WHERE tenant_id = %s", [HOSTILE]
+        ).fetchone()
+    assert row == ("UNDECODABLE",)
+    assert quarantined_alerts(tidings, clock) == [(HOSTILE, "warning")]

@@ -22,6 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
+from tidings.dispatch.isolation import FAILS_ALONE, ROW_UNREADABLE, note_alone
 from tidings.domain.clock import Clock
 from tidings.outbound import OutboundClient, OutboundError
 from tidings.signing import SIGNATURE_HEADER, sign
@@ -101,6 +102,21 @@ class EventPusher:
             log.warning("event push failed: %s", type(future.exception()).__name__)
 
     def _push_one(self, sub: dict[str, Any]) -> int:
+        try:
+            return self._push_page(sub)
+        except FAILS_ALONE as exc:
+            # An event or secret of this tenant that cannot be read or sent
+            # (written around the checks): noted and alerted for the tenant,
+            # its endpoint backs off like a failing one; the others push on.
+            now = self._clock.now()
+            tenant = sub["tenant_id"]
+            note_alone(self._db, tenant, "event_push", "event_webhook", exc, now)
+            with self._db.transaction() as conn:
+                until = now + timedelta(seconds=MAX_BACKOFF_SECONDS)
+                event_webhooks.failed(conn, tenant, ROW_UNREADABLE, now, until)
+            return 0
+
+    def _push_page(self, sub: dict[str, Any]) -> int:
         tenant = sub["tenant_id"]
         now = self._clock.now()
         with self._db.transaction() as conn:
