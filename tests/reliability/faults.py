@@ -39,6 +39,9 @@ PERIODS: dict[str, float] = {
     "webhook_replay": 5.0,
     "flood": 45.0,
     "bulk_job": 25.0,
+    # Once a run, at a random moment: the rival tenant turns hostile and
+    # publishes a policy past the limits (issue #39, workload.py).
+    "hostile_policy": 1e9,
 }
 # Opt-in (`--pause`): SIGSTOP a worker for longer than its lease, as a long GC
 # pause or a frozen VM would. Off by default: see "Findings" in
@@ -147,6 +150,7 @@ class Injector:
             "webhook_replay": self.webhook_replay,
             "flood": self.flood,
             "bulk_job": self.bulk_job,
+            "hostile_policy": self.workload.hostile_policy,
         }
         for at, kind in schedule.events:
             while not stop.is_set() and self.elapsed() < at:

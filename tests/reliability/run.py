@@ -196,6 +196,9 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
     )
     evidence.extra = extra
     evidence.extra["idempotent_create"] = list(work.mismatches)
+    # Issue #39: the hostile policy was refused by the API, and what was
+    # planted around it was quarantined, nothing sent under it.
+    evidence.extra["hostile_policy_isolated"] = work.hostile_check()
     non_duplicate = {k: n for k, n in injector.replay_effects.items() if k != "duplicate"}
     evidence.extra["replayed_webhooks_change_nothing"] = (
         [f"replayed webhooks had effects {non_duplicate}"] if non_duplicate else []

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from tidings import Tidings
 from tidings.policies import builtin_document
@@ -80,6 +81,11 @@ class Workload:
     # A second tenant that reuses the first one's idempotency keys over HTTP:
     # each must get its own sends and receipts (invariant 11).
     rival_key: str = ""
+    # The rival turned hostile (issue #39): its admin key, the intents it
+    # pointed at a planted policy past the limits, and what went wrong.
+    rival_admin_key: str = ""
+    hostile_intents: list[str] = field(default_factory=list)
+    hostile_findings: list[str] = field(default_factory=list)
     created: Counter[str] = field(default_factory=Counter)
     outcomes: Counter[str] = field(default_factory=Counter)
     mismatches: list[str] = field(default_factory=list)
@@ -119,6 +125,7 @@ class Workload:
             )
         with self.t.db.transaction() as conn:
             _, self.rival_key = create_key(conn, RIVAL_TENANT, ("send", "read"), "rival")
+            _, self.rival_admin_key = create_key(conn, RIVAL_TENANT, ("admin",), "rival admin")
 
     # --- creating --------------------------------------------------------
 
@@ -237,6 +244,66 @@ class Workload:
         if answer is not None and answer.status_code == 201:
             with self._lock:
                 self.created["rival"] += 1
+
+    # --- a hostile policy (issue #39) ------------------------------------
+
+    def hostile_policy(self) -> str:
+        """The rival publishes a policy whose numbers once stopped shared
+        loops for every tenant: the API must refuse it (422). Then it is
+        planted around every check, as an old release or a bad restore
+        leaves one, and the rival's unsent intents are pointed at it: the
+        workers must quarantine those alone, and every invariant must hold."""
+        doc = {**builtin_document("default"), "version": f"hostile-{self.tag}"}
+        doc["poll_schedule"] = {**doc["poll_schedule"], "give_up_after_seconds": 1e12}
+        doc["resend_budget"] = 10**30
+        auth = {"Authorization": f"Bearer {self.rival_admin_key}"}
+        answer = None
+        for _ in range(RETRIES):  # the API may be restarting under a fault
+            answer = call("POST", f"{self.api_url}/v1/policies", json=doc, headers=auth)
+            if answer is not None:
+                break
+            time.sleep(1.0)
+        status = answer.status_code if answer is not None else "unreachable"
+        self._count(f"hostile_policy_{status}")
+        if status != 422:
+            self.hostile_findings.append(f"POST /v1/policies with a hostile policy: {status}")
+        pointed = retrying(lambda: self._plant(doc))
+        with self._lock:
+            self.hostile_intents += pointed
+        return f"API answered {status}; planted, {len(pointed)} unsent intents pointed at it"
+
+    def _plant(self, doc: dict[str, Any]) -> list[str]:
+        # Published long ago, so it is never the rival's current version:
+        # only the intents pointed at it use it.
+        with self.t.db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO policies (tenant_id, version, name, document, published_at,"
+                " published_by) VALUES (%s, %s, 'hostile', %s, '2000-01-01', 'planted')"
+                " ON CONFLICT DO NOTHING",
+                [RIVAL_TENANT, doc["version"], Jsonb(doc)],
+            )
+            rows = conn.execute(
+                "UPDATE intents SET policy_version = %s"
+                " WHERE tenant_id = %s AND state IN ('pending', 'resend_due') RETURNING id",
+                [doc["version"], RIVAL_TENANT],
+            ).fetchall()
+        return [str(r["id"]) for r in rows]
+
+    def hostile_check(self) -> list[str]:
+        """After the run: nothing was sent under the planted policy, and each
+        intent pointed at it was quarantined (never left pending)."""
+        found = list(self.hostile_findings)
+        with self.t.db.transaction() as conn:
+            rows = conn.execute(
+                "SELECT id, state, decision_code, attempt_count FROM intents WHERE id = ANY(%s)",
+                [self.hostile_intents],
+            ).fetchall()
+        for r in rows:
+            if r["state"] in ("pending", "resend_due", "sending") or (
+                r["state"] == "failed" and r["decision_code"] != "UNDECODABLE"
+            ):
+                found.append(f"hostile intent {r['id']} ended {r['state']}/{r['decision_code']}")
+        return found
 
     # --- cancelling ------------------------------------------------------
 
