@@ -14,8 +14,10 @@ the simulator), as the finding was made.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -41,9 +43,11 @@ from tests.security.webhook_receivers import (
     receiver,
 )
 from tidings import IntentState, ManualClock, Tidings
+from tidings.dispatch.record import Sent, record_results
 from tidings.dispatch.retention import purge
 from tidings.observability.alerts import evaluate_alerts
 from tidings.policies import builtin_document
+from tidings.providers.outcomes import Accepted
 
 HOSTILE, VICTIM = "hostile", "victim"
 MISSING = "no-such-version"
@@ -333,4 +337,42 @@ def test_event_pushes_set_aside_an_unreadable_event_and_push_the_others(
             "SELECT last_error FROM event_webhooks WHERE tenant_id = %s", [HOSTILE]
         ).fetchone()
     assert row == ("UNDECODABLE",)
+    assert quarantined_alerts(tidings, clock) == [(HOSTILE, "warning")]
+
+
+def test_recording_a_batch_survives_one_tenants_unusable_schedule(
+    tidings: Tidings, db_url: str, clock: ManualClock
+) -> None:
+    """Finding 1: the batch that records acceptances raised OverflowError on
+    one tenant's `give_up_after_seconds: 1e12`, and every tenant's sent
+    intents in it stayed `sending`. The parser refuses such a schedule now
+    (and the claim quarantines a stored one), so it is given here to a
+    claim already made, as a policy parsed by an older release would be."""
+    hostile, victim = two_tenants(tidings)
+    victims = [offer(victim, n).id for n in (1, 2)]
+    bad = offer(hostile, 3).id
+    w = make_worker(tidings, simulator(clock))
+    claims = w.claim("sms", 10)
+    sent = []
+    for c in claims:
+        if c.intent.id == bad:
+            schedule = copy.copy(c.policy.poll_schedule)
+            object.__setattr__(schedule, "give_up_after_seconds", 1e12)  # around the checks
+            c = dataclasses.replace(c, policy=dataclasses.replace(c.policy, poll_schedule=schedule))
+        sent.append(Sent(c, Accepted(f"SM-{c.intent.id}")))
+
+    with tidings.db.transaction() as conn:
+        record_results(conn, sent, clock.now(), random.Random(7))
+
+    for intent_id in victims:
+        [attempt] = victim.get(intent_id).attempts
+        assert attempt.state == "accepted"
+        assert victim.get(intent_id).state is IntentState.ACCEPTED
+    theirs = hostile.get(bad)
+    assert theirs.state is IntentState.ACCEPTED  # a fact: the provider has it
+    with psycopg.connect(db_url) as conn:
+        plan = conn.execute(
+            "SELECT next_check_at, checks_expire_at FROM attempts WHERE intent_id = %s", [bad]
+        ).fetchone()
+    assert plan == (None, None)  # receipts alone settle it
     assert quarantined_alerts(tidings, clock) == [(HOSTILE, "warning")]
