@@ -3,12 +3,12 @@
 A policy is data: `parse_policy` turns a JSON document into frozen
 dataclasses, rejecting unknown keys so that a typo cannot silently relax a
 rule. What a policy decides about one message is `tidings.domain.policy`.
-See docs/policy.md.
+See docs/policy.md. Values are read, and numbers bounded, by
+`tidings.domain.policy_fields`, whose errors are re-exported from here.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +25,12 @@ from tidings.domain.limits import (
     Scope,
     SpendLimit,
 )
+from tidings.domain.policy_fields import PolicyError as PolicyError
+from tidings.domain.policy_fields import PolicyLimitError as PolicyLimitError
+from tidings.domain.policy_fields import fields as _fields
+from tidings.domain.policy_fields import integer as _int
+from tidings.domain.policy_fields import number as _number
+from tidings.domain.policy_fields import obj as _obj
 from tidings.domain.schedules import (
     PollSchedule,
     RetryConfig,
@@ -35,23 +41,6 @@ CHANNELS: Final = ("sms", "email")
 CONSENT_VALUES: Final = ("required", "not_required")
 
 ConsentRequirement = Literal["required", "not_required"]
-
-
-class PolicyError(ValueError):
-    """The policy document is invalid; the message names the field.
-
-    `field` is the path of the offending value (`retry.max_seconds`,
-    `frequency_caps[0].limit`): every message starts with it.
-    """
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.field = message.split(":", 1)[0]
-
-
-class PolicyLimitError(PolicyError):
-    """A number past its limit (domain/policy_bounds.py): a well-formed
-    document that would stop shared arithmetic for every tenant."""
 
 
 @dataclass(frozen=True)
@@ -151,25 +140,6 @@ def parse_policy(doc: Mapping[str, Any]) -> Policy:
     )
 
 
-def _fields(
-    value: Any, where: str, required: frozenset[str], optional: frozenset[str] = frozenset()
-) -> Mapping[str, Any]:
-    doc = _obj(value, where)
-    unknown = sorted(set(doc) - required - optional)
-    missing = sorted(required - set(doc))
-    if unknown:
-        raise PolicyError(f"{where}: unknown key(s) {', '.join(unknown)}")
-    if missing:
-        raise PolicyError(f"{where}: missing key(s) {', '.join(missing)}")
-    return doc
-
-
-def _obj(value: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise PolicyError(f"{where}: expected an object")
-    return value
-
-
 def _list(value: Any, where: str) -> list[Any]:
     if not isinstance(value, list):
         raise PolicyError(f"{where}: expected a list")
@@ -190,24 +160,6 @@ def _str(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise PolicyError(f"{where}: expected a non-empty string")
     return value
-
-
-def _int(value: Any, where: str, minimum: int, maximum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise PolicyError(f"{where}: expected an integer >= {minimum}")
-    if value > maximum:
-        raise PolicyLimitError(f"{where}: expected an integer from {minimum} to {maximum}")
-    return value
-
-
-def _number(value: Any, where: str, maximum: float) -> float:
-    """A finite number up to `maximum`; lower bounds are the dataclasses'.
-    Checked before `float()`, which raises on a huge integer."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise PolicyError(f"{where}: expected a number")
-    if not bounds.within(value, -math.inf, maximum):
-        raise PolicyLimitError(f"{where}: expected a finite number at most {maximum}")
-    return float(value)
 
 
 def _choice(value: Any, where: str, choices: tuple[str, ...]) -> str:
