@@ -376,3 +376,32 @@ def test_recording_a_batch_survives_one_tenants_unusable_schedule(
         ).fetchone()
     assert plan == (None, None)  # receipts alone settle it
     assert quarantined_alerts(tidings, clock) == [(HOSTILE, "warning")]
+
+
+def test_status_checks_go_on_past_an_attempt_whose_policy_version_went_missing(
+    tidings: Tidings, db_url: str, clock: ManualClock
+) -> None:
+    """Reconciliation already checks one attempt at a time; an attempt whose
+    policy version cannot be read (quarantined by migration 0027, or gone)
+    is now noted and alerted for its tenant instead of failing unseen."""
+    hostile, victim = two_tenants(tidings)
+    mine, theirs = offer(victim, 1).id, offer(hostile, 2).id
+    # No receipt yet: each check finds the message still accepted and
+    # schedules the next one, which reads the attempt's poll schedule.
+    w = make_worker(tidings, simulator(clock, receipt_delay_ms=10**9))
+    w.dispatch_once()
+    point(db_url, "intents", [theirs], MISSING)
+    clock.advance(10)
+
+    w.reconcile_once()
+
+    with psycopg.connect(db_url) as conn:
+        checked = conn.execute(
+            "SELECT check_count, next_check_at > %s FROM attempts WHERE intent_id = %s",
+            [clock.now(), mine],
+        ).fetchone()
+    assert checked == (1, True)  # checked, and its next check scheduled
+    with psycopg.connect(db_url) as conn:
+        noted = conn.execute("SELECT tenant_id, loop, code FROM quarantine_log").fetchall()
+    assert noted == [(HOSTILE, "reconcile", "POLICY_UNREADABLE")]
+    assert quarantined_alerts(tidings, clock) == [(HOSTILE, "warning")]

@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 
 from tidings.dispatch.gate import sent_policy
-from tidings.dispatch.isolation import FAILS_ALONE, quarantine_sending
+from tidings.dispatch.isolation import FAILS_ALONE, note_alone, quarantine_sending
 from tidings.dispatch.lookup import Evidence, look_up
 from tidings.dispatch.observe import apply_observation, carry_settled_attempt
 from tidings.domain.attempts import NOT_RECEIVED_FROM, STILL_OPEN
@@ -155,6 +155,10 @@ def run_checks(
         adapter = adapters.get(check.attempt.provider)
         try:
             check_one(db, adapter, check, now, rng, not_received_after, vault)
+        except FAILS_ALONE as exc:  # its policy version unreadable (0027 quarantined it, say)
+            attempt = check.attempt
+            subject = f"intent:{attempt.intent_id}"
+            note_alone(db, attempt.tenant_id, "reconcile", subject, exc, now)
         except Exception:  # its lease lapses and it is checked again; the others go on
             log.exception("status check failed", extra={"intent_id": str(check.attempt.intent_id)})
 
