@@ -106,26 +106,54 @@ class RenderBudget:
 
     def measure(self, value: Any) -> None:
         """Refuse a container whose text form would be too large, without
-        building it. Shared references count each time (as ``str()`` does),
-        so a list nested in itself 40 times over is refused, not printed."""
-        limit = self.limits.max_value_chars
-        size = 0
-        stack = [value]
-        while stack:
-            item = stack.pop()
-            if isinstance(item, str | bytes | bytearray):
-                size += len(item) + 2
-            elif isinstance(item, Mapping):
-                size += 2
-                stack.extend(item.keys())
-                stack.extend(item.values())
-            elif isinstance(item, list | tuple | set | frozenset):
-                size += 2
-                stack.extend(item)
-            else:
-                size += 24  # numbers, None, objects: a short repr
-            if size > limit:
-                raise RenderLimitExceeded("value")
+        building it. Shared references count each time (as ``str()`` and
+        ``==`` visit them), so a list nested in itself 40 times over is
+        refused, not printed; each shared part is measured once."""
+        if _text_size(value, self.limits.max_value_chars) > self.limits.max_value_chars:
+            raise RenderLimitExceeded("value")
+
+
+def _parts(value: Any) -> list[Any] | None:
+    if isinstance(value, Mapping):
+        return [*value.keys(), *value.values()]
+    if isinstance(value, list | tuple | set | frozenset):
+        return list(value)
+    return None
+
+
+def _leaf_size(value: Any) -> int:
+    if isinstance(value, str | bytes | bytearray):
+        return len(value) + 2
+    return 24  # numbers, None, objects: a short repr
+
+
+def _text_size(value: Any, limit: int) -> int:
+    """About ``len(str(value))``, or some number past ``limit``: a depth-first
+    walk that sizes each distinct container once (by id: ``value`` keeps
+    every part alive meanwhile). A container met again before its size is
+    known contains itself."""
+    sizes: dict[int, int] = {}
+    pending: set[int] = set()  # containers whose parts are being sized
+    stack: list[tuple[Any, list[Any] | None]] = [(value, None)]
+    while stack:
+        item, parts = stack.pop()
+        if parts is not None:  # every part is sized: size the container
+            total = 2 + sum(sizes.get(id(part)) or _leaf_size(part) for part in parts)
+            if total > limit:
+                return total
+            sizes[id(item)] = total
+            pending.discard(id(item))
+            continue
+        parts = _parts(item)
+        if parts is None or id(item) in sizes:
+            continue
+        if id(item) in pending:
+            return limit + 1
+        pending.add(id(item))
+        stack.append((item, parts))
+        stack.extend((part, None) for part in parts if id(part) not in sizes)
+    known = sizes.get(id(value))
+    return known if known is not None else _leaf_size(value)
 
 
 _CURRENT: ContextVar[RenderBudget | None] = ContextVar("tidings_render_budget", default=None)
