@@ -54,7 +54,7 @@ def _checked(_context: Any, value: Any) -> Any:
 
 @pass_context
 def _printable(_context: Any, value: Any) -> Any:
-    if not isinstance(value, str):
+    if not isinstance(value, str | int | float | None):
         current().measure(value)
     return value
 
