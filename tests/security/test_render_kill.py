@@ -49,6 +49,7 @@ TUPLE_DAG = (
     "{% set ns = namespace(a=(), b=()) %}{% for i in range(d) %}"
     "{% set ns.a = (ns.a, ns.a) %}{% endfor %}"
 )
+FLOOD = "{{ range(0, k * p, p)"
 
 # name: (body, variables). Each took seconds to hours in one call before.
 BOMBS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -70,6 +71,17 @@ BOMBS: dict[str, tuple[str, dict[str, Any]]] = {
         {"d": 28},
     ),
     "hash_dag": (TUPLE_DAG + "{{ {ns.a: 1}|length }}", {"d": 30}),
+    # Multiples of 2^61 - 1 all hash to 0: a set or dict of k of them
+    # probes k^2 / 2 times (22 s at 40,000 here).
+    "hash_flood_unique": (FLOOD + "|unique|list|length }}", {"k": 40000, "p": 2**61 - 1}),
+    "hash_flood_fromkeys": (
+        "{{ {}.fromkeys(" + FLOOD[3:] + ")|length }}",
+        {"k": 40000, "p": 2**61 - 1},
+    ),
+    "hash_flood_dict": (
+        "{{ dict(" + FLOOD[3:] + "|batch(2))|length }}",
+        {"k": 80000, "p": 2**61 - 1},
+    ),
 }
 
 # pprint formats each nested level whole again (about 4 s here at 200

@@ -27,7 +27,7 @@ from typing import Any, Final
 from jinja2 import StrictUndefined
 from jinja2.exceptions import SecurityError
 from jinja2.runtime import LoopContext
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment, safe_range
 
 from tidings.templates.guards import check_format, guard_method
 from tidings.templates.instrument import guard_filters, guard_tests
@@ -41,6 +41,9 @@ from tidings.templates.limits import (
 
 MAX_SEQUENCE_PRODUCT: Final[int] = 100_000
 MAX_POWER_EXPONENT: Final[int] = 100
+# Integers from 2^61 - 1 on share hashes (Python hashes an int modulo that
+# prime): `range(0, k * p, p)|unique` probes k^2 / 2 times in one call.
+MAX_RANGE_VALUE: Final[int] = 2**53
 
 
 class NoneOutput(Exception):
@@ -66,6 +69,12 @@ def _finalize(value: Any) -> Any:
 def _measured(budget: RenderBudget, value: Any) -> None:
     if not isinstance(value, str | int | float | bool | type(None)):
         budget.measure(value)
+
+
+def _range(*args: Any) -> range:
+    if any(isinstance(arg, int) and abs(arg) > MAX_RANGE_VALUE for arg in args):
+        raise RenderLimitExceeded("range")
+    return safe_range(*args)
 
 
 def _is_int(value: Any) -> bool:
@@ -140,6 +149,7 @@ def _make_env(autoescape: bool) -> TidingsSandbox:
     # lipsum(n) writes n paragraphs in one call; no notification needs them.
     env.filters.pop("pprint", None)
     env.globals.pop("lipsum", None)
+    env.globals["range"] = _range
     guard_filters(env.filters)
     guard_tests(env.tests)
     return env
