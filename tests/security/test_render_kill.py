@@ -70,6 +70,13 @@ BOMBS: dict[str, tuple[str, dict[str, Any]]] = {
         DAG + "{% for x in [ns.a, ns.b] %}{{ loop.changed(x) }}{% endfor %}",
         {"d": 28},
     ),
+    # textwrap slices what is left of a long word, or strips what is left
+    # of a long blank run, once per line: quadratic in the run.
+    "wordwrap_long_word": (BIG + "{{ s|wordwrap(1)|length }}", {}),
+    "wordwrap_blank_run": (
+        '{% set s = " " * 100000 %}{{ (s ~ s)|wordwrap(1)|length }}',
+        {},
+    ),
     "hash_dag": (TUPLE_DAG + "{{ {ns.a: 1}|length }}", {"d": 30}),
     # Multiples of 2^61 - 1 all hash to 0: a set or dict of k of them
     # probes k^2 / 2 times (22 s at 40,000 here).

@@ -30,11 +30,14 @@ from tidings.templates.limits import RenderBudget, RenderLimitExceeded
 
 # `round(x, p)` with method "ceil"/"floor" computes 10**p.
 MAX_ROUND_PRECISION: Final[int] = 100
-# `text.strip(chars)` scans `chars` for each character it strips.
+# `text.strip(chars)` scans `chars` for each character it strips; textwrap
+# copies what is left of a long word (or strips what is left of a long blank
+# run) once per line it fills from it.
 MAX_STRIP_WORK: Final[int] = 10**8
 
 _PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?")
 _DIGITS = re.compile(r"\d+")
+_RUNS = re.compile(r"\S+|\s+")
 
 Guard = Callable[..., Any]
 
@@ -159,8 +162,12 @@ def _filter_wordwrap(
 ) -> None:
     wrapstring = kwargs.get("wrapstring", wrapstring)
     text = _as_text(budget, value)
-    lines = len(text) // max(1, width if isinstance(width, int) else 1) + text.count("\n") + 1
+    columns = max(1, width if isinstance(width, int) else 1)
+    lines = len(text) // columns + text.count("\n") + 1
     budget.require(len(text) + lines * len(_as_text(budget, wrapstring or "\n")), "wordwrap")
+    longest = max(map(len, _RUNS.findall(text)), default=0) if isinstance(text, str) else 0
+    if longest * longest > MAX_STRIP_WORK * columns:
+        raise RenderLimitExceeded("wordwrap")
 
 
 def _filter_join(
