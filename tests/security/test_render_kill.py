@@ -39,6 +39,7 @@ DISTINCT = "".join(chr(0x4E00 + i) for i in range(8000))
 # A 400,000-character string, and `k` references to it: a list that costs
 # nothing to build and k x 400,000 characters to compare or lowercase.
 BIG = '{% set s = "a" * 100000 %}{% set s = s ~ s ~ s ~ s %}'
+MILLION = '{% set s = "一" * 100000 %}{% set s = s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s %}'
 # Two equal, distinct structures of 2^d leaves made of d shared levels:
 # comparing or hashing them visits every leaf.
 DAG = (
@@ -77,6 +78,10 @@ BOMBS: dict[str, tuple[str, dict[str, Any]]] = {
         '{% set s = " " * 100000 %}{{ (s ~ s)|wordwrap(1)|length }}',
         {},
     ),
+    # A string is one item per character: sorting or grouping a million
+    # of them is one call of 1.5-2.5 s here.
+    "sort_characters": (MILLION + "{{ s|sort|length }}", {}),
+    "groupby_characters": (MILLION + "{{ s|groupby(0)|list|length }}", {}),
     "hash_dag": (TUPLE_DAG + "{{ {ns.a: 1}|length }}", {"d": 30}),
     # Multiples of 2^61 - 1 all hash to 0: a set or dict of k of them
     # probes k^2 / 2 times (22 s at 40,000 here).

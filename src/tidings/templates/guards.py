@@ -249,9 +249,21 @@ STRUCTURAL_FILTERS: Final[frozenset[str]] = frozenset(
 )
 
 
+# Filters that read their value item by item in one call. A string is one
+# item per character: one longer than the iteration limit would take more
+# items than the render may, in a call the step counter cannot stop.
+ITEMWISE_FILTERS: Final[frozenset[str]] = frozenset(
+    """batch groupby list map max min reject rejectattr select selectattr slice
+    sort sum unique""".split()  # noqa: SIM905
+)
+
+
 def guard_filter_value(budget: RenderBudget, name: str, value: Any) -> None:
-    if name not in STRUCTURAL_FILTERS and not _is_text(value):
-        budget.measure(value)
+    if not _is_text(value):
+        if name not in STRUCTURAL_FILTERS:
+            budget.measure(value)
+    elif name in ITEMWISE_FILTERS and len(value) > budget.limits.max_iterations:
+        raise RenderLimitExceeded("iterations")
 
 
 # ----------------------------------------------------------- methods
