@@ -42,7 +42,7 @@ class ResolverBusy(TidingsError):
     code = DNS_BUSY
 
     def __init__(self, host: str, field: str = "url") -> None:
-        super().__init__(f"{field}: lookups of this tenant's names are still under way ({host})")
+        super().__init__(f"earlier lookups of this tenant's names are still under way ({host})")
         self.field = field
 
 
@@ -52,7 +52,7 @@ class ResolveTimeout(TidingsError):
     code = DNS_TIMEOUT
 
     def __init__(self, host: str, field: str = "url") -> None:
-        super().__init__(f"{field}: {host} did not resolve in time")
+        super().__init__(f"{host} did not resolve in time")
         self.field = field
 
 
