@@ -82,6 +82,15 @@ BOMBS: dict[str, tuple[str, dict[str, Any]]] = {
     # of them is one call of 1.5-2.5 s here.
     "sort_characters": (MILLION + "{{ s|sort|length }}", {}),
     "groupby_characters": (MILLION + "{{ s|groupby(0)|list|length }}", {}),
+    # A namespace prints its attributes: the whole structure, built in one
+    # str() before the output is counted (2 s at 2^23 here, 4 GB at 2^30).
+    "print_namespace_dag": (DAG + "{{ ns }}", {"d": 24}),
+    # Measured while small, then grown: a namespace is measured afresh.
+    "namespace_grown": (
+        "{% set ns = namespace(a=[]) %}{% set small = [ns] == [ns] %}"
+        "{% for i in range(d) %}{% set ns.a = [ns.a, ns.a] %}{% endfor %}{{ ns }}",
+        {"d": 24},
+    ),
     "hash_dag": (TUPLE_DAG + "{{ {ns.a: 1}|length }}", {"d": 30}),
     # Multiples of 2^61 - 1 all hash to 0: a set or dict of k of them
     # probes k^2 / 2 times (22 s at 40,000 here).
