@@ -97,7 +97,12 @@ class SetupMethods(ClientBase):
         if len(secret) < 16:
             raise InvalidInput("secret", "must be at least 16 characters")
         # Loopback, private, metadata...: refused now, and again at each push.
-        AddressPolicy.from_env().check_url(url)
+        AddressPolicy.from_env().check_url(url, tenant=self.tenant)
+        self._store_event_webhook(url, secret)
+
+    def _store_event_webhook(self, url: str, secret: str) -> None:
+        """Store a URL :meth:`set_event_webhook`'s checks passed (the API
+        checks it without holding a thread, then stores it here)."""
         self._ensure_tenant()
         with self.db.transaction() as conn:
             encrypted = self.vault.encrypt(secret)

@@ -18,19 +18,21 @@ Loopback and private addresses are allowed only with
 tests; metadata, link-local, multicast, unspecified and reserved addresses
 never are.
 
-    OutboundError (code: URL_NOT_ALLOWED, DEADLINE_EXCEEDED, ...)
+Names are looked up on the resolver's own pool (tidings/resolver.py),
+each tenant holding at most a few of its threads, each caller waiting at
+most until its deadline: a tenant's silent name server delays only it.
+
+    OutboundError (code: URL_NOT_ALLOWED, DEADLINE_EXCEEDED, DNS_BUSY, ...)
     RefusedUrl (InvalidInput, code URL_NOT_ALLOWED): at registration
+    ResolveTimeout (DNS_TIMEOUT), ResolverBusy (DNS_BUSY): at registration
 """
 
 from __future__ import annotations
 
 import contextvars
-import socket
 import ssl
 import time
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv6Address, ip_address, ip_network
 from typing import Any
@@ -38,10 +40,10 @@ from typing import Any
 import httpcore
 import httpx
 
+from tidings import resolver
 from tidings.config import Settings
 from tidings.domain.errors import InvalidInput
-
-Address = IPv4Address | IPv6Address
+from tidings.resolver import DNS_BUSY, Address, ResolverBusy, ResolveTimeout
 
 URL_NOT_ALLOWED = "URL_NOT_ALLOWED"
 DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
@@ -70,13 +72,11 @@ PRIVATE = tuple(
 REGISTRATION_RESOLVE_SECONDS = 5.0
 THIS_NETWORK = ip_network("0.0.0.0/8")  # "0.0.0.1" reaches the local host on Linux
 NAT64 = ip_network("64:ff9b::/96")
-# How many lookups may be under way at once: a tenant's slow DNS server
-# holds one of these, never the caller beyond its deadline.
-RESOLVER_THREADS = 4
-_resolver = ThreadPoolExecutor(RESOLVER_THREADS, thread_name_prefix="resolve")
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "outbound_deadline", default=None
 )
+# Whose request this is: each tenant's lookups are capped (resolver.py).
+_tenant: contextvars.ContextVar[str] = contextvars.ContextVar("outbound_tenant", default="")
 
 
 class RefusedUrl(InvalidInput):
@@ -96,6 +96,10 @@ class OutboundError(Exception):
 
 class AddressRefused(httpcore.ConnectError):
     """Raised inside the transport; surfaces as OutboundError(URL_NOT_ALLOWED)."""
+
+
+class _LookupsBusy(httpcore.ConnectError):
+    """Raised inside the transport; surfaces as OutboundError(DNS_BUSY)."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +131,9 @@ class AddressPolicy:
 
     def resolve(self, host: str, port: int) -> list[Address]:
         """Every address `host` resolves to, all of them allowed, or AddressRefused."""
-        addresses = _resolve(host, port)
+        return self.allowed(host, _resolve(host, port))
+
+    def allowed(self, host: str, addresses: list[Address]) -> list[Address]:
         if not addresses:
             raise AddressRefused(f"{host} does not resolve")
         for address in addresses:
@@ -136,30 +142,64 @@ class AddressPolicy:
                 raise AddressRefused(f"{host} resolves to {reason}")
         return addresses
 
-    def check_url(self, url: str, field: str = "url") -> None:
-        """Refuse (RefusedUrl) a URL whose host may not be called now."""
+    def check_url(self, url: str, field: str = "url", tenant: str = "") -> None:
+        """Refuse (RefusedUrl) a URL whose host may not be called now; a name
+        that does not resolve in REGISTRATION_RESOLVE_SECONDS raises
+        ResolveTimeout, one of a tenant whose lookups are all under way
+        ResolverBusy."""
+        host, port = _target(url, field)
+        literal = _literal(host)
+        if literal is not None:
+            return self._judge(field, host, [literal])
         try:
-            parsed = httpx.URL(url)
-        except (httpx.InvalidURL, ValueError):  # IDNA errors are ValueErrors too
-            raise RefusedUrl(field, "is not a valid URL") from None
-        # The ASCII (IDNA-encoded) host, as the connection will use it.
-        host = parsed.raw_host.decode("ascii", "replace")
-        if parsed.scheme not in ("http", "https") or not host:
-            raise RefusedUrl(field, "must be an http(s) URL with a host")
-        if parsed.userinfo:
-            raise RefusedUrl(field, "must not carry credentials")
-        port = parsed.port or (443 if parsed.scheme == "https" else 80)
-        if not 0 < port < 65536:
-            raise RefusedUrl(field, "has no valid port")
-        token = _deadline.set(time.monotonic() + REGISTRATION_RESOLVE_SECONDS)
+            found = resolver.lookup(tenant, host, port, REGISTRATION_RESOLVE_SECONDS)
+        except (ResolveTimeout, ResolverBusy) as exc:
+            exc.field = field
+            raise
+        self._judge(field, host, found)
+
+    async def check_url_async(self, url: str, field: str = "url", tenant: str = "") -> None:
+        """:meth:`check_url` for the API: waiting for the name holds no thread."""
+        host, port = _target(url, field)
+        literal = _literal(host)
+        if literal is not None:
+            return self._judge(field, host, [literal])
         try:
-            self.resolve(host, port)
+            found = await resolver.lookup_async(tenant, host, port, REGISTRATION_RESOLVE_SECONDS)
+        except (ResolveTimeout, ResolverBusy) as exc:
+            exc.field = field
+            raise
+        self._judge(field, host, found)
+
+    def _judge(self, field: str, host: str, addresses: list[Address]) -> None:
+        try:
+            self.allowed(host, addresses)
         except AddressRefused as refused:
             raise RefusedUrl(field, str(refused)) from None
-        except httpcore.TimeoutException:
-            raise RefusedUrl(field, f"{host} did not resolve in time") from None
-        finally:
-            _deadline.reset(token)
+
+
+def _target(url: str, field: str) -> tuple[str, int]:
+    """The ASCII (IDNA-encoded) host and the port a URL will connect to."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError):  # IDNA errors are ValueErrors too
+        raise RefusedUrl(field, "is not a valid URL") from None
+    host = parsed.raw_host.decode("ascii", "replace")
+    if parsed.scheme not in ("http", "https") or not host:
+        raise RefusedUrl(field, "must be an http(s) URL with a host")
+    if parsed.userinfo:
+        raise RefusedUrl(field, "must not carry credentials")
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    if not 0 < port < 65536:
+        raise RefusedUrl(field, "has no valid port")
+    return host, port
+
+
+def _literal(host: str) -> Address | None:
+    try:
+        return ip_address(host.strip("[]"))
+    except ValueError:
+        return None
 
 
 def _embedded_ipv4(address: Address) -> IPv4Address | None:
@@ -178,28 +218,16 @@ def _embedded_ipv4(address: Address) -> IPv4Address | None:
 
 
 def _resolve(host: str, port: int) -> list[Address]:
-    """One lookup, bounded by the request's deadline: getaddrinfo itself
-    has no timeout, so it runs on the small resolver pool."""
-    try:
-        literal = ip_address(host.strip("[]"))
-    except ValueError:
-        pass
-    else:
+    """One lookup for the current request's tenant, bounded by its deadline."""
+    literal = _literal(host)
+    if literal is not None:
         return [literal]
-    future = _resolver.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
     try:
-        infos = future.result(timeout=_remaining())
-    except FutureTimeout:
-        future.cancel()
+        return resolver.lookup(_tenant.get(), host, port, _remaining())
+    except ResolveTimeout:
         raise httpcore.ConnectTimeout(DEADLINE_EXCEEDED) from None
-    except (OSError, UnicodeError):
-        return []
-    found: list[Address] = []
-    for *_, sockaddr in infos:
-        address = ip_address(str(sockaddr[0]).split("%", 1)[0])
-        if address not in found:
-            found.append(address)
-    return found
+    except ResolverBusy:
+        raise _LookupsBusy(DNS_BUSY) from None
 
 
 def _remaining(
@@ -312,8 +340,12 @@ class OutboundClient:
             trust_env=False,  # a proxy would connect on our behalf, unchecked
         )
 
-    def post(self, url: str, content: bytes, headers: Mapping[str, str]) -> Answer:
+    def post(
+        self, url: str, content: bytes, headers: Mapping[str, str], tenant: str = ""
+    ) -> Answer:
+        """POST for `tenant`, whose lookups are capped apart from others'."""
         token = _deadline.set(time.monotonic() + self.deadline_seconds)
+        owner = _tenant.set(tenant)
         try:
             request_headers = {**headers, "accept-encoding": "identity"}
             with self._client.stream(
@@ -328,6 +360,7 @@ class OutboundClient:
         except httpx.HTTPError as exc:
             raise OutboundError(_code(exc)) from None
         finally:
+            _tenant.reset(owner)
             _deadline.reset(token)
 
     def close(self) -> None:
@@ -337,6 +370,8 @@ class OutboundClient:
 def _code(exc: httpx.HTTPError) -> str:
     if isinstance(exc.__cause__, AddressRefused):
         return URL_NOT_ALLOWED
+    if isinstance(exc.__cause__, _LookupsBusy):
+        return DNS_BUSY
     if isinstance(exc, httpx.TimeoutException):  # no step may outlast the deadline
         return DEADLINE_EXCEEDED
     return type(exc).__name__

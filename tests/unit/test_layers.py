@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[tuple[str, tuple[str, ...]], ...], ...] = (
                 "vault",
                 "signing",
                 "outbound",
+                "resolver",
                 "signal_wait",
                 "observability.logging",
             ),

@@ -29,6 +29,7 @@ _DESCRIPTIONS = {
     422: "Invalid input; nothing was changed",
     429: "Too many requests for this tenant; retry after `Retry-After` seconds",
     503: "Unavailable",
+    504: "A name the request depends on did not resolve in time",
 }
 
 

@@ -31,6 +31,7 @@ from tidings.domain.errors import (
     TidingsError,
 )
 from tidings.domain.redaction import redact_text
+from tidings.resolver import ResolverBusy, ResolveTimeout
 
 log = logging.getLogger("tidings.api")
 RETRY_AFTER_SECONDS = 1
@@ -172,6 +173,11 @@ def from_domain_error(exc: TidingsError) -> JSONResponse:
         return problem(422, exc.code, exc.message, field=exc.field, missing=list(exc.missing))
     if isinstance(exc, InvalidInput):
         return problem(422, exc.code, exc.message, field=exc.field)
+    if isinstance(exc, ResolverBusy):
+        retry = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+        return problem(429, exc.code, str(exc), headers=retry, field=exc.field)
+    if isinstance(exc, ResolveTimeout):
+        return problem(504, exc.code, str(exc), field=exc.field)
     if isinstance(exc, AlreadyTerminal):
         return problem(409, exc.code, str(exc), state=exc.state)
     if isinstance(exc, NotFound):

@@ -128,7 +128,7 @@ class EventPusher:
                 event_webhooks.idle(conn, tenant, now + IDLE_POLL)
             return 0
         secret = self._vault.decrypt(sub["secret_ciphertext"])
-        error = _post(self._client, sub["url"], secret, page.items, now)
+        error = _post(self._client, tenant, sub["url"], secret, page.items, now)
         now = self._clock.now()  # the request may have taken its whole deadline
         with self._db.transaction() as conn:
             if error is None:
@@ -141,7 +141,12 @@ class EventPusher:
 
 
 def _post(
-    client: OutboundClient, url: str, secret: str, items: list[dict[str, Any]], now: datetime
+    client: OutboundClient,
+    tenant: str,
+    url: str,
+    secret: str,
+    items: list[dict[str, Any]],
+    now: datetime,
 ) -> str | None:
     """None on a 2xx; else a short, stable reason (never the server's words)."""
     body = json.dumps({"events": [_event(e) for e in items]}, default=str).encode()
@@ -150,7 +155,7 @@ def _post(
         SIGNATURE_HEADER: sign(secret, body, int(now.timestamp())),
     }
     try:
-        answer = client.post(url, body, headers)
+        answer = client.post(url, body, headers, tenant)
     except OutboundError as exc:
         return exc.code
     return None if 200 <= answer.status_code < 300 else f"HTTP {answer.status_code}"

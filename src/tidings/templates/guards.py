@@ -7,6 +7,16 @@ Each guard takes the budget and the call's arguments (without the context
 or environment Jinja passes first) and raises
 :class:`~tidings.templates.limits.RenderLimitExceeded` or returns a
 replacement for the first argument (an iterable it had to read to measure).
+
+Why guards and not a render process killed at its deadline: a render runs
+on the worker's thread, for every send; a process per render (or a pool of
+killable ones) would add a round trip and a supervisor to the hot path for
+the sake of calls whose cost can be known before they run. So every
+str/bytes method, filter and test the sandbox exposes is classified below
+(linear, guarded, or denied) and ``tests/security/test_render_kill.py``
+fails on any it does not know. What no argument check can bound (comparing
+or hashing values that share parts, ``[s] * k``) is bounded by measuring
+the values first (:meth:`RenderBudget.measure` counts every reference).
 """
 
 from __future__ import annotations
@@ -20,9 +30,14 @@ from tidings.templates.limits import RenderBudget, RenderLimitExceeded
 
 # `round(x, p)` with method "ceil"/"floor" computes 10**p.
 MAX_ROUND_PRECISION: Final[int] = 100
+# `text.strip(chars)` scans `chars` for each character it strips; textwrap
+# copies what is left of a long word (or strips what is left of a long blank
+# run) once per line it fills from it.
+MAX_STRIP_WORK: Final[int] = 10**8
 
 _PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?")
 _DIGITS = re.compile(r"\d+")
+_RUNS = re.compile(r"\S+|\s+")
 
 Guard = Callable[..., Any]
 
@@ -112,6 +127,11 @@ def _replaced(budget: RenderBudget, text: Any, old: Any, new: Any, count: Any = 
     budget.require(len(text) + hits * max(0, len(new) - len(old)), "replace")
 
 
+def _stripped(budget: RenderBudget, text: Any, chars: Any = None, *_: Any, **__: Any) -> None:
+    if isinstance(chars, str | bytes | bytearray) and len(text) * len(chars) > MAX_STRIP_WORK:
+        raise RenderLimitExceeded("strip")
+
+
 def _width(budget: RenderBudget, text: Any, width: Any = 0, *_: Any, **__: Any) -> None:
     if isinstance(width, int):
         budget.require(width, "width")
@@ -142,8 +162,12 @@ def _filter_wordwrap(
 ) -> None:
     wrapstring = kwargs.get("wrapstring", wrapstring)
     text = _as_text(budget, value)
-    lines = len(text) // max(1, width if isinstance(width, int) else 1) + text.count("\n") + 1
+    columns = max(1, width if isinstance(width, int) else 1)
+    lines = len(text) // columns + text.count("\n") + 1
     budget.require(len(text) + lines * len(_as_text(budget, wrapstring or "\n")), "wordwrap")
+    longest = max(map(len, _RUNS.findall(text)), default=0) if isinstance(text, str) else 0
+    if longest * longest > MAX_STRIP_WORK * columns:
+        raise RenderLimitExceeded("wordwrap")
 
 
 def _filter_join(
@@ -182,7 +206,12 @@ def _filter_sum(
     return listed
 
 
+def _filter_trim(budget: RenderBudget, value: Any, chars: Any = None) -> None:
+    _stripped(budget, _as_text(budget, value), chars)
+
+
 FILTER_GUARDS: Final[Mapping[str, Guard]] = {
+    "trim": _filter_trim,
     "center": _filter_center,
     "indent": _filter_indent,
     "wordwrap": _filter_wordwrap,
@@ -195,9 +224,10 @@ FILTER_GUARDS: Final[Mapping[str, Guard]] = {
     "sum": _filter_sum,
 }
 
-# Filters that take a container apart without printing it. Every other
-# filter may print its value (`string`, `tojson`, `trim`, `upper`...), so a
-# container given to one is measured first.
+# Filters that take a container apart without reading its items' contents.
+# Every other filter may print, compare, hash or transform them (`string`,
+# `sort`, `unique`, `select`...), so a container given to one is measured
+# first: `[s] * 8000` holds one string but sorts like 8000 of them.
 STRUCTURAL_FILTERS: Final[frozenset[str]] = frozenset(
     {
         "attr",
@@ -205,34 +235,35 @@ STRUCTURAL_FILTERS: Final[frozenset[str]] = frozenset(
         "count",
         "d",
         "default",
-        "dictsort",
         "first",
-        "groupby",
         "items",
         "join",
         "last",
         "length",
         "list",
-        "map",
-        "max",
-        "min",
         "random",
-        "reject",
-        "rejectattr",
         "reverse",
-        "select",
-        "selectattr",
         "slice",
-        "sort",
         "sum",
-        "unique",
     }
 )
 
 
+# Filters that read their value item by item in one call. A string is one
+# item per character: one longer than the iteration limit would take more
+# items than the render may, in a call the step counter cannot stop.
+ITEMWISE_FILTERS: Final[frozenset[str]] = frozenset(
+    """batch groupby list map max min reject rejectattr select selectattr slice
+    sort sum unique""".split()  # noqa: SIM905
+)
+
+
 def guard_filter_value(budget: RenderBudget, name: str, value: Any) -> None:
-    if name not in STRUCTURAL_FILTERS and not _is_text(value):
-        budget.measure(value)
+    if not _is_text(value):
+        if name not in STRUCTURAL_FILTERS:
+            budget.measure(value)
+    elif name in ITEMWISE_FILTERS and len(value) > budget.limits.max_iterations:
+        raise RenderLimitExceeded("iterations")
 
 
 # ----------------------------------------------------------- methods
@@ -260,6 +291,9 @@ def _method_translate(budget: RenderBudget, text: Any, table: Any) -> None:
 
 
 STRING_METHOD_GUARDS: Final[Mapping[str, Guard]] = {
+    "strip": _stripped,
+    "lstrip": _stripped,
+    "rstrip": _stripped,
     "center": _width,
     "ljust": _width,
     "rjust": _width,
@@ -273,6 +307,36 @@ STRING_METHOD_GUARDS: Final[Mapping[str, Guard]] = {
 }
 
 
+# Codecs are an open set of algorithms, some quadratic in pure Python
+# (punycode, idna: minutes for 20,000 characters): no template needs one.
+DENIED_METHODS: Final[frozenset[str]] = frozenset({"encode", "decode"})
+
+# Linear in their inputs (a container is measured first), and every result
+# is checked (check_value); Markup's own too. Audited by timing adversarial
+# inputs at n, 2n and 4n characters.
+LINEAR_METHODS: Final[frozenset[str]] = frozenset(
+    """capitalize casefold count endswith escape find fromhex hex index isalnum
+    isalpha isascii isdecimal isdigit isidentifier islower isnumeric
+    isprintable isspace istitle isupper lower maketrans partition removeprefix
+    removesuffix rfind rindex rpartition rsplit split splitlines startswith
+    striptags swapcase title unescape upper""".split()  # noqa: SIM905
+)
+LINEAR_FILTERS: Final[frozenset[str]] = frozenset(
+    """abs attr capitalize count d default dictsort e escape filesizeformat first
+    float forceescape groupby int items last length list lower map max min
+    random reject rejectattr reverse safe select selectattr sort string
+    striptags title tojson truncate unique upper urlencode urlize wordcount
+    xmlattr""".split()  # noqa: SIM905
+)
+# Every test is wrapped to spend a step and measure its arguments.
+LINEAR_TESTS: Final[frozenset[str]] = frozenset(
+    """!= < <= == > >= boolean callable defined divisibleby eq equalto escaped
+    even false filter float ge greaterthan gt in integer iterable le lessthan
+    lower lt mapping ne none number odd sameas sequence string test true
+    undefined upper""".split()  # noqa: SIM905
+)
+
+
 def guard_method(
     budget: RenderBudget, method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[Any, ...]:
@@ -283,10 +347,13 @@ def guard_method(
         owner = getattr(getattr(method, "__wrapped__", None), "__self__", None)
     if not isinstance(owner, str | bytes | bytearray):
         return args
-    guard = STRING_METHOD_GUARDS.get(getattr(method, "__name__", ""))
+    name = getattr(method, "__name__", "")
+    if name in DENIED_METHODS:
+        raise RenderLimitExceeded(name)
+    guard = STRING_METHOD_GUARDS.get(name)
     if guard is None:
         return args
-    if guard is _method_format and getattr(method, "__name__", "") == "format_map":
+    if guard is _method_format and name == "format_map":
         mapping = args[0] if args else {}
         guard(budget, owner, *(mapping.values() if isinstance(mapping, Mapping) else ()))
         return args

@@ -8,7 +8,9 @@ rewritten before it is compiled:
 * every output statement first passes the length of its literal text to
   ``tidings_emit`` (expressions are counted by the environment's finalize);
 * every ``a ~ b`` operand is measured by ``tidings_printable`` and the
-  result passes through ``tidings_checked``.
+  result passes through ``tidings_checked``;
+* so is every compared value and every key of a dict literal: comparing
+  or hashing a container costs its full size.
 
 The internal filters take the context (``pass_context``) only so that Jinja
 cannot fold them into constants at compile time. Every other filter is
@@ -52,7 +54,7 @@ def _checked(_context: Any, value: Any) -> Any:
 
 @pass_context
 def _printable(_context: Any, value: Any) -> Any:
-    if not isinstance(value, str):
+    if not isinstance(value, str | int | float | None):
         current().measure(value)
     return value
 
@@ -86,6 +88,26 @@ def _guarded(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _guarded_test(func: Callable[..., Any]) -> Callable[..., Any]:
+    # `select("equalto", x)` runs a test per item: each is a step, and a
+    # container it compares is measured (`items|select` already was).
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        budget = current()
+        budget.tick()
+        for value in (*args, *kwargs.values()):
+            if isinstance(value, list | tuple | dict | set | frozenset):
+                budget.measure(value)
+        return func(*args, **kwargs)
+
+    return wrapper
+
+
+def guard_tests(tests: MutableMapping[str, Any]) -> None:
+    for name, func in list(tests.items()):
+        tests[name] = _guarded_test(func)
+
+
 def guard_filters(filters: MutableMapping[str, Callable[..., Any]]) -> None:
     """Wrap every filter of an environment, then add the internal ones."""
     for name, func in list(filters.items()):
@@ -117,6 +139,20 @@ class _Instrument(NodeTransformer):
         self.generic_visit(node)
         node.nodes = [_internal(operand, PRINTABLE_FILTER) for operand in node.nodes]
         return _internal(node, CHECK_FILTER)
+
+    def visit_Compare(self, node: nodes.Compare) -> nodes.Node:
+        # `a == b`, `a in b`: equal values that share parts (a list holding
+        # one list twice, 40 levels deep) compare in 2^40 steps, in one call.
+        self.generic_visit(node)
+        node.expr = _internal(node.expr, PRINTABLE_FILTER)
+        for operand in node.ops:
+            operand.expr = _internal(operand.expr, PRINTABLE_FILTER)
+        return node
+
+    def visit_Pair(self, node: nodes.Pair) -> nodes.Node:
+        self.generic_visit(node)  # a dict literal hashes its keys
+        node.key = _internal(node.key, PRINTABLE_FILTER)
+        return node
 
     def visit_Output(self, node: nodes.Output) -> nodes.Node:
         self.generic_visit(node)

@@ -21,6 +21,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final
 
+from jinja2.utils import Namespace
+
 # An integer larger than this many bits is refused: Python computes huge
 # powers and products in one uninterruptible call.
 MAX_INT_BITS: Final[int] = 65_536
@@ -67,13 +69,18 @@ class RenderLimitExceeded(Exception):
 class RenderBudget:
     """The counters of one render."""
 
-    __slots__ = ("deadline", "limits", "produced", "steps")
+    __slots__ = ("deadline", "kept", "limits", "produced", "sizes", "steps")
 
     def __init__(self, limits: RenderLimits) -> None:
         self.limits = limits
         self.steps = 0
         self.produced = 0
         self.deadline = time.monotonic() + limits.max_seconds
+        # Containers measured so far, by id, kept alive so no id is reused:
+        # the sandbox lets no template change a list or dict once built,
+        # so `x in skus` in a loop measures `skus` once.
+        self.sizes: dict[int, int] = {}
+        self.kept: list[Any] = []
 
     def tick(self) -> None:
         """One loop iteration or call."""
@@ -106,26 +113,85 @@ class RenderBudget:
 
     def measure(self, value: Any) -> None:
         """Refuse a container whose text form would be too large, without
-        building it. Shared references count each time (as ``str()`` does),
-        so a list nested in itself 40 times over is refused, not printed."""
+        building it. Shared references count each time (as ``str()`` and
+        ``==`` visit them), so a list nested in itself 40 times over is
+        refused, not printed; each shared part is measured once."""
         limit = self.limits.max_value_chars
-        size = 0
-        stack = [value]
-        while stack:
-            item = stack.pop()
-            if isinstance(item, str | bytes | bytearray):
-                size += len(item) + 2
-            elif isinstance(item, Mapping):
-                size += 2
-                stack.extend(item.keys())
-                stack.extend(item.values())
-            elif isinstance(item, list | tuple | set | frozenset):
-                size += 2
-                stack.extend(item)
+        if _text_size(value, limit, self.sizes, self.kept) > limit:
+            raise RenderLimitExceeded("value")
+
+
+_SHORT = (int, float, type(None))  # a short repr, no parts
+_LEAVES = (str, *_SHORT)
+
+
+def _parts(value: Any) -> list[Any] | None:
+    if isinstance(value, dict | Mapping):
+        return [*value.keys(), *value.values()]
+    if isinstance(value, Namespace):  # prints as its attributes
+        attrs = object.__getattribute__(value, "_Namespace__attrs")
+        return [*attrs.keys(), *attrs.values()]
+    if isinstance(value, list | tuple | set | frozenset):
+        return list(value)
+    return None
+
+
+def _leaf_size(value: Any) -> int:
+    if isinstance(value, str | bytes | bytearray):
+        return len(value) + 2
+    return 24  # numbers, None, objects: a short repr
+
+
+def _text_size(value: Any, limit: int, sizes: dict[int, int], kept: list[Any]) -> int:
+    """About ``len(str(value))``, or some number past ``limit``: a depth-first
+    walk that sizes each distinct container once, by id. A container met
+    again before its size is known contains itself. Sizes of containers
+    that hold no namespace (the one thing a template can change) stay in
+    ``sizes`` for the rest of the render, ``kept`` keeping their ids."""
+    known = sizes.get(id(value))
+    if known is not None:
+        return known
+    local: dict[int, int] = {}  # this walk's sizes, namespaces included
+    changeable: set[int] = set()  # namespaces, and what holds one
+    pending: set[int] = set()  # containers whose parts are being sized
+    stack: list[tuple[Any, list[Any] | None]] = [(value, None)]
+    while stack:
+        item, parts = stack.pop()
+        if parts is not None:  # every part is sized: size the container
+            total, held = 2, isinstance(item, Namespace)
+            for part in parts:
+                if isinstance(part, str):
+                    total += len(part) + 2
+                elif isinstance(part, _SHORT):
+                    total += 24
+                else:
+                    key = id(part)
+                    total += sizes.get(key) or local.get(key) or _leaf_size(part)
+                    held = held or key in changeable
+            if total > limit:
+                return total
+            local[id(item)] = total
+            if held:
+                changeable.add(id(item))
             else:
-                size += 24  # numbers, None, objects: a short repr
-            if size > limit:
-                raise RenderLimitExceeded("value")
+                sizes[id(item)] = total
+                kept.append(item)
+            pending.discard(id(item))
+            continue
+        parts = _parts(item)
+        if parts is None or id(item) in local or id(item) in sizes:
+            continue
+        if id(item) in pending:
+            return limit + 1
+        pending.add(id(item))
+        stack.append((item, parts))
+        stack.extend(
+            (part, None)
+            for part in parts
+            if not isinstance(part, _LEAVES) and id(part) not in sizes and id(part) not in local
+        )
+    known = local.get(id(value))
+    return known if known is not None else _leaf_size(value)
 
 
 _CURRENT: ContextVar[RenderBudget | None] = ContextVar("tidings_render_budget", default=None)

@@ -9,8 +9,9 @@
   Python computes them, and every printed expression passes
   :func:`_finalize`, which counts it and refuses ``None`` (a ``None`` reset
   link must not render as the text "None").
-* Every filter is wrapped by :func:`tidings.templates.instrument.guard_filters`;
-  ``lipsum`` is removed.
+* Every filter and test is wrapped by :mod:`tidings.templates.instrument`;
+  ``lipsum`` and ``pprint`` are removed. Call arguments, item keys and
+  compared values that are containers are measured first.
 * There is no loader, so ``include``, ``import`` and ``extends`` cannot reach
   anything (validation rejects them).
 * ``body`` and ``subject`` are plain text and use :data:`TEXT_ENV` (no
@@ -26,14 +27,23 @@ from typing import Any, Final
 from jinja2 import StrictUndefined
 from jinja2.exceptions import SecurityError
 from jinja2.runtime import LoopContext
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment, safe_range
 
 from tidings.templates.guards import check_format, guard_method
-from tidings.templates.instrument import guard_filters
-from tidings.templates.limits import MAX_INT_BITS, RenderLimitExceeded, counted, current
+from tidings.templates.instrument import guard_filters, guard_tests
+from tidings.templates.limits import (
+    MAX_INT_BITS,
+    RenderBudget,
+    RenderLimitExceeded,
+    counted,
+    current,
+)
 
 MAX_SEQUENCE_PRODUCT: Final[int] = 100_000
 MAX_POWER_EXPONENT: Final[int] = 100
+# Integers from 2^61 - 1 on share hashes (Python hashes an int modulo that
+# prime): `range(0, k * p, p)|unique` probes k^2 / 2 times in one call.
+MAX_RANGE_VALUE: Final[int] = 2**53
 
 
 class NoneOutput(Exception):
@@ -54,6 +64,17 @@ def _finalize(value: Any) -> Any:
         budget.measure(value)
         budget.produce(len(str(value)))
     return value
+
+
+def _measured(budget: RenderBudget, value: Any) -> None:
+    if not isinstance(value, str | int | float | bool | type(None)):
+        budget.measure(value)
+
+
+def _range(*args: Any) -> range:
+    if any(isinstance(arg, int) and abs(arg) > MAX_RANGE_VALUE for arg in args):
+        raise RenderLimitExceeded("range")
+    return safe_range(*args)
 
 
 def _is_int(value: Any) -> bool:
@@ -94,6 +115,11 @@ class TidingsSandbox(ImmutableSandboxedEnvironment):
         budget.check_value(result)
         return result
 
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        # `d[key]` hashes the key: a tuple of shared tuples hashes every path.
+        _measured(current(), argument)
+        return super().getitem(obj, argument)
+
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         """Every call is a step: macros, ``caller()``, loop recursion, methods."""
         budget = current()
@@ -101,6 +127,10 @@ class TidingsSandbox(ImmutableSandboxedEnvironment):
         if isinstance(__obj, LoopContext) and args:
             # `loop(children)` in a recursive for: the new level's items count too.
             args = (counted(args[0]), *args[1:])
+        # An argument a call compares or hashes (`loop.changed(x)`,
+        # `list.index(x)`) costs its full size, shared parts counted each time.
+        for value in (*args, *kwargs.values()):
+            _measured(budget, value)
         args = guard_method(budget, __obj, args, kwargs)
         result = super().call(__context, __obj, *args, **kwargs)
         budget.check_value(result)
@@ -115,9 +145,13 @@ def _make_env(autoescape: bool) -> TidingsSandbox:
         auto_reload=False,
         cache_size=0,  # compiled templates are cached by content hash (compiled.py)
     )
-    guard_filters(env.filters)
-    # lipsum(n) writes n paragraphs in one call; no notification needs it.
+    # pprint re-formats each nested level whole (depth x size in one call),
+    # lipsum(n) writes n paragraphs in one call; no notification needs them.
+    env.filters.pop("pprint", None)
     env.globals.pop("lipsum", None)
+    env.globals["range"] = _range
+    guard_filters(env.filters)
+    guard_tests(env.tests)
     return env
 
 

@@ -65,6 +65,8 @@ def parse_part(part: str, source: str, limits: RenderLimits = DEFAULT_LIMITS) ->
     env = env_for_part(part)
     try:
         ast = env.parse(source)
+        # Compiling finds an unknown filter or test (TemplateAssertionError).
+        used = frozenset(meta.find_undeclared_variables(ast)) - set(env.globals)
     except TemplateSyntaxError as exc:
         where = f"line {exc.lineno}: " if exc.lineno else ""
         message = f"{where}{exc.message or 'syntax error'}"
@@ -79,7 +81,6 @@ def parse_part(part: str, source: str, limits: RenderLimits = DEFAULT_LIMITS) ->
         for node in ast.find_all(_SELF_CONTAINED)
     ]
     problems.extend(too_large(part, ast, limits))
-    used = frozenset(meta.find_undeclared_variables(ast)) - set(env.globals)
     return ParsedPart(tuple(problems), used)
 
 

@@ -6,11 +6,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
 
 from tidings.api.auth import Admin, Reader
 from tidings.api.openapi import WITH_BODY, responses
 from tidings.api.schemas.common import RequestModel, Text
 from tidings.api.schemas.events import EventOut, EventPage
+from tidings.outbound import AddressPolicy
 from tidings.store import events
 from tidings.store.events import MAX_LIMIT, START, Cursor
 
@@ -51,14 +53,18 @@ class EventWebhookOut(BaseModel):
 
 @router.put(
     "/webhook",
-    responses=responses(*WITH_BODY),
+    responses=responses(*WITH_BODY, 429, 504),
     summary="Push events to a URL, signed (X-Tidings-Signature), at least once, in order",
 )
-def put_event_webhook(body: EventWebhookIn, caller: Admin) -> EventWebhookOut:
+async def put_event_webhook(body: EventWebhookIn, caller: Admin) -> EventWebhookOut:
     """A URL whose host is or resolves to a loopback, private, link-local,
     metadata or other non-public address is refused (422 `URL_NOT_ALLOWED`),
-    and checked again at every connection."""
-    caller.tidings.set_event_webhook(body.url, body.secret)
+    and checked again at every connection. A name that does not resolve in
+    5 s answers 504 `DNS_TIMEOUT`; while two lookups of the tenant's names
+    are still under way, another answers 429 `DNS_BUSY` at once."""
+    # Async: the wait for the tenant's name server holds no API thread.
+    await AddressPolicy.from_env().check_url_async(body.url, tenant=caller.tenant)
+    await run_in_threadpool(caller.tidings._store_event_webhook, body.url, body.secret)
     return EventWebhookOut(url=body.url, enabled=True)
 
 
