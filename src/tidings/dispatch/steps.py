@@ -243,7 +243,12 @@ class WorkerSteps:
     def _send(self, adapter: ProviderAdapter, claimed: Claimed) -> Sent | IntentOutcome:
         try:
             message, segments, encoding = prepare(
-                self.runtime.db, claimed, self.runtime.vault, self.templates, self.minters
+                self.runtime.db,
+                claimed,
+                self.runtime.vault,
+                self.templates,
+                self.minters,
+                self.runtime.settings.senders(),
             )
         except PrepareError as error:
             with self.runtime.db.transaction() as conn:
