@@ -32,6 +32,7 @@ from tidings.observability.metrics import render_metrics
 
 THROTTLED = "+14155550429"  # the simulator's magic number: always a 429
 PAUSED = re.compile(r"^tidings_provider_paused_seconds\{([^}]*)\} (\S+)$", re.M)
+HELD = re.compile(r"^tidings_provider_tenant_held_seconds\{([^}]*)\} (\S+)$", re.M)
 
 
 def tenant(t: Tidings, name: str) -> Tidings:
@@ -79,8 +80,11 @@ def test_the_pause_names_whose_traffic_caused_it(tidings: Tidings, clock: Manual
     assert w.dispatch_once("sms") == 3  # three 429s in a row, all the noisy tenant's
     w.record([w.send(c) for c in claimed])  # handed back unsent: the account is paused
     assert quiet.get(held.id).state is IntentState.PENDING
-    [(labels, seconds)] = PAUSED.findall(render_metrics(tidings.runtime)[0].decode())
+    metrics = render_metrics(tidings.runtime)[0].decode()
+    [(labels, seconds)] = PAUSED.findall(metrics)
     assert 'caused_by="noisy"' in labels and 0 < float(seconds) <= SHARED_MAX_SECONDS
+    [(held_labels, _)] = HELD.findall(metrics)  # the noisy tenant's own hold, alone
+    assert 'tenant="noisy"' in held_labels
     found = {
         a.tenant_id: a
         for a in evaluate_alerts(tidings.db, clock.now(), AlertConfig())

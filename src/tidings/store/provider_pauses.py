@@ -69,17 +69,17 @@ def _note(conn: Conn, query: str, column: str, pause: Pause, keys: dict[str, Any
 def note_accepted(conn: Conn, accepted: Iterable[tuple[str, str]], now: datetime) -> None:
     """(account, tenant) pairs whose messages the account accepted: both
     counts start again."""
-    pairs = sorted(set(accepted))
+    pairs = set(accepted)
     if not pairs:
         return
-    execute(conn, "provider_pause_reset", {"accounts": sorted({a for a, _ in pairs}), "now": now})
-    for tenant_id in sorted({t for _, t in pairs}):
-        accounts = [a for a, t in pairs if t == tenant_id]
-        execute(
-            conn,
-            "provider_backoff_reset",
-            {"tenant_id": tenant_id, "accounts": accounts, "now": now},
-        )
+    accounts = sorted({a for a, _ in pairs})
+    execute(conn, "provider_pause_reset", {"accounts": accounts, "now": now})
+    tenants = sorted({t for _, t in pairs})
+    execute(
+        conn,
+        "provider_backoff_reset",
+        {"tenants": tenants, "accounts": accounts, "now": now},
+    )
 
 
 def paused_until(conn: Conn, account: str, now: datetime) -> datetime | None:

@@ -45,10 +45,14 @@ ON CONFLICT (tenant_id, account) DO UPDATE SET
 RETURNING held_until;
 
 -- name: provider_backoff_reset
--- The account accepted one of the tenant's messages: its own count starts
--- again; a hold already running is left to expire, as the account's pause.
+-- The account accepted the tenants' messages: their own counts start again;
+-- a hold already running is left to expire, as the account's pause. One
+-- statement per group: a group is one channel's calls, so one account, and
+-- the tenants x accounts product is exact (with several it would at worst
+-- restart a count the next answer builds again).
 UPDATE provider_backoffs SET failures = 0, updated_at = %(now)s
-WHERE tenant_id = %(tenant_id)s AND account = ANY(%(accounts)s::text[]) AND failures > 0;
+WHERE tenant_id = ANY(%(tenants)s::text[]) AND account = ANY(%(accounts)s::text[])
+  AND failures > 0;
 
 -- name: provider_backoffs_active
 SELECT tenant_id, account, held_until, failures, code FROM provider_backoffs
