@@ -24,7 +24,6 @@ class Backoff:
 
     account_until: datetime | None
     tenant_until: datetime | None
-    tenant_failures: int
 
 
 def note_backoff(
@@ -44,7 +43,7 @@ def note_backoff(
         code, retry_after, int(row["failures"]) if row else 0, rng, cap=SHARED_MAX_SECONDS
     )
     if shared is None:
-        return Backoff(None, None, 0)
+        return Backoff(None, None)
     keys = {"account": account, "tenant_id": tenant_id, "code": code, "now": now}
     own_row = fetch_one(conn, "provider_backoff_lock", keys)
     own = pause_for(code, retry_after, int(own_row["failures"]) if own_row else 0, rng)
@@ -54,7 +53,6 @@ def note_backoff(
     return Backoff(
         account_until if account_until > now else None,
         tenant_until if tenant_until > now else None,
-        own.failures,
     )
 
 
