@@ -56,7 +56,13 @@ CLAIM = (
     "open_attempts",
 )
 MARK = ("attempts_call_started",)
-RECORD = ("provider_ids_recording", "attempts_accepted", "transition_many", "provider_pause_reset")
+RECORD = (
+    "provider_ids_recording",
+    "attempts_accepted",
+    "transition_many",
+    "provider_pause_reset",
+    "provider_backoff_reset",
+)
 KINDS = {CLAIM: "claim", MARK: "mark", RECORD: "record"}
 # On the dispatch threads but not per intent: a claim that found nothing (a
 # channel's idle scan), the clock's periodic anchor, a template cache fill.

@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tidings.domain.senders import SenderNumbers
 from tidings.templates.limits import RenderLimits
 
 
@@ -24,9 +25,16 @@ class Settings(BaseSettings):
     home: Path = Field(default=Path("~/.tidings"))
     secret_key: SecretStr | None = None
     tenant: str = "default"
-    # The tenant inbound messages (STOP/START) act for; unset, `tenant`.
-    # Never taken from the request (api/routes/inbound.py).
+    # The tenant inbound messages (STOP/START) act for when they were sent to
+    # a number `sender_numbers` names nobody with; unset, `tenant`. Never
+    # taken from the request (api/routes/inbound.py).
     inbound_tenant: str | None = None
+    # Which number each tenant sends SMS from, per provider account, as JSON
+    # {"<account>": {"<tenant>": "<number>"}}: sent as the sender, and an
+    # inbound STOP to a number opts out every tenant named with it
+    # (domain/senders.py). The operator's, never a tenant's: a number names
+    # whose texts a STOP ends. Tenants not named send from the adapter's own.
+    sender_numbers: dict[str, dict[str, str]] = {}
     simulator_url: str | None = None
     # Which provider the simulator plays (providers/simulator/profiles.py);
     # the simulator process is started with the same (`--profile`).
@@ -88,6 +96,15 @@ class Settings(BaseSettings):
     # and the most one request may take, trickled answer included.
     event_push_concurrency: int = 4
     event_push_deadline_seconds: float = 10.0
+
+    @field_validator("sender_numbers")
+    @classmethod
+    def _sender_numbers(cls, value: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        parsed = SenderNumbers.parse(value).by_account  # a bad number fails at start-up
+        return {account: dict(tenants) for account, tenants in parsed.items()}
+
+    def senders(self) -> SenderNumbers:
+        return SenderNumbers(self.sender_numbers)
 
     def resolved_home(self) -> Path:
         return self.home.expanduser()

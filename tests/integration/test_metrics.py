@@ -45,6 +45,7 @@ PINNED = {
     "tidings_quarantined_intents_total",
     "tidings_unknown_intents",
     "tidings_provider_paused_seconds",
+    "tidings_provider_tenant_held_seconds",
     "tidings_provider_calls_total",
     "tidings_provider_call_seconds",
     "tidings_provider_calls_withheld_total",

@@ -27,7 +27,8 @@ from .dispatch_helpers import offer, publish_offer_template, sends, simulator
 
 THROTTLED = "+14155550429"  # the simulator's magic number: 429 with Retry-After
 PAUSED = re.compile(
-    r'^tidings_provider_paused_seconds\{code="(\w+)",provider="([^"]+)"\} (\S+)$', re.M
+    r'^tidings_provider_paused_seconds\{caused_by="[^"]*",code="(\w+)",provider="([^"]+)"\} (\S+)$',
+    re.M,
 )
 
 

@@ -300,6 +300,15 @@ def test_callback_carries_the_attempt_key_and_error_code() -> None:
     assert (observation.status, observation.code) == (ObservedStatus.undelivered, "UNREACHABLE")
 
 
+def test_an_inbound_message_names_the_number_it_was_sent_to() -> None:
+    """`To` is our number the recipient texted: whose texts a STOP ends."""
+    adapter = TwilioAdapter(ACCOUNT, "12345")
+    headers = {"X-Twilio-Signature": "RSOYDt4T1cUTdK1PDd93/VVr8B8="}
+    request = WebhookRequest("POST", VECTOR_URL, headers, urlencode(VECTOR_PARAMS).encode())
+    message = adapter.parse_inbound(request)
+    assert (message.sender, message.to) == ("+14158675309", "+18005551212")
+
+
 # --- settings ---------------------------------------------------------------------
 
 

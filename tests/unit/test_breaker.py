@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import random
 
-from tidings.domain.breaker import MAX_SECONDS, STORM, backoff_seconds, pause_for
+from tidings.domain.breaker import (
+    MAX_SECONDS,
+    SHARED_MAX_SECONDS,
+    STORM,
+    backoff_seconds,
+    pause_for,
+)
 
 
 class Top(random.Random):
@@ -42,3 +48,18 @@ def test_5xx_and_timeouts_pause_only_as_a_storm() -> None:
 
 def test_other_answers_are_no_back_off() -> None:
     assert pause_for("INVALID_DESTINATION", None, 5, Bottom()) is None
+
+
+def test_the_shared_pause_is_capped_but_never_a_retry_after() -> None:
+    """The account's pause for every tenant stops growing at the shared cap;
+    only the tenant whose traffic drew the answers keeps doubling."""
+    shared = pause_for("RATE_LIMITED", None, 20, Bottom(), cap=SHARED_MAX_SECONDS)
+    own = pause_for("RATE_LIMITED", None, 20, Bottom())
+    assert shared is not None and shared.seconds == SHARED_MAX_SECONDS
+    assert own is not None and own.seconds == MAX_SECONDS
+    jittered = pause_for("RATE_LIMITED", None, 20, Top(), cap=SHARED_MAX_SECONDS)
+    assert jittered is not None and jittered.seconds == SHARED_MAX_SECONDS / 2
+    storm = pause_for("TIMEOUT", None, 20, Bottom(), cap=SHARED_MAX_SECONDS)
+    assert storm is not None and storm.seconds == SHARED_MAX_SECONDS
+    told = pause_for("RATE_LIMITED", 60.0, 20, Bottom(), cap=SHARED_MAX_SECONDS)
+    assert told is not None and told.seconds == 60.0  # the provider's word holds

@@ -10,7 +10,7 @@ API key's tenant (`tidings.api.auth`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI
@@ -48,6 +48,10 @@ class ApiSettings:
     # Whose opt-outs inbound STOPs are (TIDINGS_INBOUND_TENANT); unset, the
     # server's own tenant. Never from the request.
     inbound_tenant: str | None = None
+    # account -> tenant -> the number it sends from (TIDINGS_SENDER_NUMBERS):
+    # an inbound message is for the tenants sending from the number it was
+    # sent to (domain/senders.py).
+    sender_numbers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # Slow uploads and request floods (issue #20): see config.Settings.
     upload_idle_seconds: float = 30.0
     upload_deadline_seconds: float = 900.0
@@ -59,6 +63,7 @@ class ApiSettings:
     def from_settings(cls, settings: Settings) -> ApiSettings:
         return cls(
             inbound_tenant=settings.inbound_tenant,
+            sender_numbers=settings.sender_numbers,
             upload_idle_seconds=settings.upload_idle_seconds,
             upload_deadline_seconds=settings.upload_deadline_seconds,
             uploads_per_tenant=settings.uploads_per_tenant,

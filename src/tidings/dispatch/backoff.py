@@ -6,6 +6,11 @@ Retry-After (or an exponential backoff with jitter), a storm of 5xx answers
 and timeouts opens the same pause (domain/breaker.py). Every worker's claim
 for a paused account waits (dispatch/claim.py); other accounts and channels
 go on. An acceptance starts the count again.
+
+Each answer is also counted for the tenant whose message drew it: our own
+exponential backoff grows for that tenant alone, while the account's pause
+for everyone stops growing at SHARED_MAX_SECONDS (domain/breaker.py,
+issue #39): claims skip a held tenant's intents (`claim_due`).
 """
 
 from __future__ import annotations
@@ -32,16 +37,24 @@ _RETRYABLE_BACKOFF = frozenset({RejectCode.RATE_LIMITED, RejectCode.TIMEOUT})
 _STORM = frozenset({RejectCode.PROVIDER_ERROR, RejectCode.TIMEOUT})
 
 
+# What a worker keeps of the group's pauses: (account, None) for the
+# account's pause, (account, tenant) for a tenant held back on it.
+PauseKey = tuple[str, str | None]
+
+
 def note_answers(
     conn: Conn, sent: Sequence[Sent], now: datetime, rng: random.Random
-) -> dict[str, datetime]:
-    """Count the group's back-off answers; returns the accounts now paused."""
-    paused: dict[str, datetime] = {}
+) -> dict[PauseKey, datetime]:
+    """Count the group's back-off answers; returns the accounts now paused
+    and the tenants now held back on one."""
+    paused: dict[PauseKey, datetime] = {}
+    causes: dict[str, str] = {}  # account -> whose answer set its pause's end
     accepted = []
     for item in sent:
         result, account = item.result, item.claimed.provider
+        tenant_id = item.claimed.intent.tenant_id
         if isinstance(result, Accepted):
-            accepted.append(account)
+            accepted.append((account, tenant_id))
             continue
         if isinstance(result, Retryable) and result.code in _RETRYABLE_BACKOFF:
             retry_after = result.retry_after_seconds
@@ -49,15 +62,34 @@ def note_answers(
             retry_after = None
         else:
             continue
-        until = provider_pauses.note_backoff(
-            conn, account, result.code.value, retry_after, now, rng
+        noted = provider_pauses.note_backoff(
+            conn, account, tenant_id, result.code.value, retry_after, now, rng
         )
-        if until is not None and until > paused.get(account, now):
-            paused[account] = until
+        if _later(paused, (account, None), noted.account_until, now):
+            causes[account] = tenant_id
+        _later(paused, (account, tenant_id), noted.tenant_until, now)
     provider_pauses.note_accepted(conn, accepted, now)
-    for account, until in paused.items():
-        log.warning(
-            "provider account paused",
-            extra={"provider": account, "paused_until": until.isoformat()},
-        )
+    _log(paused, causes)
     return paused
+
+
+def _later(
+    paused: dict[PauseKey, datetime], key: PauseKey, until: datetime | None, now: datetime
+) -> bool:
+    if until is not None and until > paused.get(key, now):
+        paused[key] = until
+        return True
+    return False
+
+
+def _log(paused: dict[PauseKey, datetime], causes: dict[str, str]) -> None:
+    """The operators' record of whose traffic drew a pause: the log names the
+    tenant (a tenant's own alert names only its own traffic)."""
+    for (account, tenant_id), until in paused.items():
+        if tenant_id is None:
+            message = "provider account paused"
+            fields = {"paused_until": until.isoformat(), "caused_by": causes.get(account)}
+        else:
+            message = "tenant held back on a provider account: its traffic drew the back-off"
+            fields = {"held_until": until.isoformat(), "caused_by": tenant_id}
+        log.warning(message, extra={"provider": account, **fields})

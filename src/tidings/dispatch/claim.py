@@ -64,7 +64,12 @@ def claim_batch(
     it is due (dispatch/quarantine.py claims an unreadable batch so)."""
     if provider_pauses.paused_until(conn, request.provider, now) is not None:
         return []  # the provider said "back off": every worker waits (dispatch/backoff.py)
-    params: dict[str, Any] = {"channel": request.channel, "now": now, "limit": request.limit}
+    params: dict[str, Any] = {
+        "channel": request.channel,
+        "now": now,
+        "limit": request.limit,
+        "account": request.provider,
+    }
     if only is None:
         rows = fetch_all(conn, "claim_due", params)
     else:

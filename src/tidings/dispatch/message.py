@@ -16,6 +16,7 @@ import psycopg
 from tidings.dispatch.claim import Claimed
 from tidings.domain.intent import Intent
 from tidings.domain.segments import count_segments
+from tidings.domain.senders import SenderNumbers
 from tidings.providers.messages import AttachmentRef, OutboundMessage
 from tidings.store import ledger, templates
 from tidings.store.database import Database, fetch_one
@@ -26,6 +27,7 @@ from tidings.vault import Vault
 
 Conn = psycopg.Connection[Any]
 log = logging.getLogger("tidings.worker")
+NO_SENDERS = SenderNumbers()
 # A message whose values cannot be rendered at all (see quarantine.py).
 UNRENDERABLE = "UNRENDERABLE"
 
@@ -67,6 +69,7 @@ def prepare(
     vault: Vault,
     cache: TemplateCache,
     minters: Mapping[str, Minter],
+    senders: SenderNumbers = NO_SENDERS,
 ) -> tuple[OutboundMessage, int | None, str | None]:
     """The message, and for SMS its segment count and encoding. Reads the
     database only for what the claim did not bring (a template not yet
@@ -99,6 +102,11 @@ def prepare(
         to=to,
         body=rendered.body,
         subject=rendered.subject,
+        # The tenant's own number on this account, if the operator gave it
+        # one (TIDINGS_SENDER_NUMBERS): a STOP to it ends this tenant's texts.
+        sender=senders.number(claimed.provider, intent.tenant_id)
+        if intent.channel == "sms"
+        else None,
         attachments=attachments,
         provider_template_id=revision.provider_template_ids.get(claimed.provider),
         metadata={

@@ -54,7 +54,12 @@ def claim_row_by_row(
     db: Database, request: ClaimRequest, now: datetime, facts: RecipientFacts
 ) -> list[Claimed]:
     """The batch `claim_batch` could not read whole, one intent per transaction."""
-    params = {"channel": request.channel, "now": now, "limit": request.limit}
+    params = {
+        "channel": request.channel,
+        "now": now,
+        "limit": request.limit,
+        "account": request.provider,
+    }
     with db.transaction() as conn:
         ids = [(r["tenant_id"], r["id"]) for r in fetch_all(conn, "claim_due_ids", params)]
 

@@ -24,7 +24,7 @@ import psycopg
 
 from tidings.dispatch import faults
 from tidings.dispatch.allowance import consume, spend_keys
-from tidings.dispatch.backoff import note_answers
+from tidings.dispatch.backoff import PauseKey, note_answers
 from tidings.dispatch.call_start import CallStarts, Verdict
 from tidings.dispatch.claim import Claimed, ClaimRequest, claim_batch
 from tidings.dispatch.event_push import EventPusher
@@ -115,9 +115,10 @@ class WorkerSteps:
             for channel in self.adapters
         }
         self._inflight: set[Any] = set()
-        # Accounts this worker saw pause (the table holds them for everyone):
-        # its calls already claimed for one are handed back, not made.
-        self._paused: dict[str, datetime] = {}
+        # Accounts this worker saw pause, and tenants it saw held back on one
+        # (the tables hold them for everyone): its calls already claimed for
+        # one are handed back, not made.
+        self._paused: dict[PauseKey, datetime] = {}
         self._inflight_lock = threading.Lock()
         self._starts: CallStarts[Claimed] = CallStarts(self._mark_started, lambda c: c.intent.id)
         self.alerts = AlertSweeper(runtime)
@@ -209,6 +210,8 @@ class WorkerSteps:
                     paused = note_answers(conn, answers, now, self.rng)
                 with self._inflight_lock:
                     self._paused.update(paused)
+                    # Ended pauses go: one key per held tenant would pile up.
+                    self._paused = {k: u for k, u in self._paused.items() if u > now}
                 return outcomes
             except psycopg.errors.TransactionRollback as exc:
                 if attempt == RECORD_TRIES:
@@ -240,7 +243,12 @@ class WorkerSteps:
     def _send(self, adapter: ProviderAdapter, claimed: Claimed) -> Sent | IntentOutcome:
         try:
             message, segments, encoding = prepare(
-                self.runtime.db, claimed, self.runtime.vault, self.templates, self.minters
+                self.runtime.db,
+                claimed,
+                self.runtime.vault,
+                self.templates,
+                self.minters,
+                self.runtime.settings.senders(),
             )
         except PrepareError as error:
             with self.runtime.db.transaction() as conn:
@@ -266,7 +274,7 @@ class WorkerSteps:
                 if not room.allowed:
                     self._release([claimed])
                     return outcome
-        paused_until = self._paused_until(claimed.provider)
+        paused_until = self._paused_until(claimed.provider, claimed.intent.tenant_id)
         if paused_until is not None:  # before the call-started mark: no call is made
             del message
             return self._hand_back_paused(claimed, paused_until)
@@ -297,9 +305,10 @@ class WorkerSteps:
         faults.point("after_send_before_record")
         return Sent(claimed, result, segments, encoding)
 
-    def _paused_until(self, account: str) -> datetime | None:
+    def _paused_until(self, account: str, tenant_id: str) -> datetime | None:
         with self._inflight_lock:
-            until = self._paused.get(account)
+            found = [self._paused.get((account, None)), self._paused.get((account, tenant_id))]
+        until = max((u for u in found if u is not None), default=None)
         return until if until is not None and self.runtime.clock.now() < until else None
 
     def _hand_back_paused(self, claimed: Claimed, until: datetime) -> IntentOutcome:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 
+from tidings.domain.breaker import SHARED_MAX_SECONDS
 from tidings.domain.schedules import DEFAULT_MAX_PENDING_SECONDS
 from tidings.observability.alert_config import AlertConfig
 from tidings.observability.alert_rules import Alert, Conn, duration_text
@@ -40,30 +41,49 @@ def evaluate_retries(conn: Conn, now: datetime, config: AlertConfig) -> list[Ale
 def _paused(rows: list[Row], now: datetime) -> Iterator[Alert]:
     for row in rows:
         left = max(0.0, (row["paused_until"] - now).total_seconds())
+        held: datetime | None = row["tenant_held_until"]
+        # Only a tenant's own traffic is named to it: another tenant's name
+        # would leak across tenants (the log and the metric name it).
+        caused_by = "this tenant's traffic" if row["own_traffic"] else "another tenant's traffic"
         action = (
             f"{row['account']} said back off ({row['code']}, {row['failures']} answer(s) in a "
-            "row): every worker waits for it, other accounts go on. Check the provider's "
-            "status page and your account's rate limits; the pause ends by itself at "
-            f"{row['paused_until'].isoformat()}. Run `tidings timeline {row['sample_id']}`."
+            f"row), drawn by {caused_by}: every worker waits for it, other accounts go on. "
+            + _held_text(held)
+            + "Check the provider's status page and your account's rate limits; the pause "
+            f"ends by itself at {row['paused_until'].isoformat()}. "
+            f"Run `tidings timeline {row['sample_id']}`."
         )
         yield Alert(
             row["tenant_id"],
             f"provider_paused:{row['account']}",
             "provider_paused",
             "warning",
-            f"{row['account']} paused for {duration_text(left)} after {row['code']}: "
-            f"{row['intents']} {row['channel']} intent(s) wait",
+            f"{row['account']} paused for {duration_text(left)} after {row['code']} "
+            f"({caused_by}): {row['intents']} {row['channel']} intent(s) wait",
             {
                 "provider": row["account"],
                 "channel": row["channel"],
                 "code": row["code"],
                 "failures": row["failures"],
                 "paused_until": row["paused_until"].isoformat(),
+                "caused_by": caused_by,
+                "tenant_held_until": held.isoformat() if held else None,
                 "affected_intents": row["intents"],
                 "sample_intent_id": str(row["sample_id"]),
                 "action": action,
             },
         )
+
+
+def _held_text(held: datetime | None) -> str:
+    if held is None:
+        return ""
+    return (
+        "This tenant's own traffic keeps drawing the answers, so its claims on the account "
+        f"back off further, until {held.isoformat()}, while other tenants wait at most "
+        f"{SHARED_MAX_SECONDS:g} s per answer; lower the policy's `rate_limits` for the "
+        "`provider_account` scope to pace below the provider's limit. "
+    )
 
 
 def _retrying(rows: list[Row], config: AlertConfig) -> Iterator[Alert]:

@@ -84,6 +84,7 @@ LEDGER_METRICS: tuple[str, ...] = (
     "tidings_quarantined_intents_total",
     "tidings_unknown_intents",
     "tidings_provider_paused_seconds",
+    "tidings_provider_tenant_held_seconds",
 )
 METRIC_NAMES: tuple[str, ...] = LEDGER_METRICS + PROCESS_METRICS
 
@@ -139,6 +140,7 @@ def _ledger_families(conn: psycopg.Connection[Any], now: datetime) -> Iterator[M
     yield _quarantined(fetch_all(conn, "metrics_quarantined", {}))
     yield _unknown(fetch_all(conn, "metrics_unknown", {}))
     yield _paused(provider_pauses.active(conn, now), now)
+    yield _held(provider_pauses.held(conn, now), now)
 
 
 def _unknown(rows: list[Row]) -> Metric:
@@ -287,11 +289,29 @@ def _paused(rows: list[Row], now: datetime) -> Metric:
     family = GaugeMetricFamily(
         "tidings_provider_paused_seconds",
         "Seconds until a provider account that said back off (429, a 5xx or timeout storm) "
-        "is claimed for again; no sample while it is not paused.",
-        labels=["provider", "code"],
+        "is claimed for again, by the tenant whose traffic drew the answer that set it; "
+        "no sample while it is not paused.",
+        labels=["provider", "code", "caused_by"],
     )
     for r in rows:
-        family.add_metric([r["account"], r["code"]], max(0.0, _age(r["paused_until"], now)))
+        family.add_metric(
+            [r["account"], r["code"], r["caused_by"]], max(0.0, _age(r["paused_until"], now))
+        )
+    return family
+
+
+def _held(rows: list[Row], now: datetime) -> Metric:
+    family = GaugeMetricFamily(
+        "tidings_provider_tenant_held_seconds",
+        "Seconds until a tenant whose own traffic drew a provider account's back-off "
+        "answers is claimed for on that account again (its own exponential backoff; "
+        "the account's shared pause is capped); no sample while it is not held.",
+        labels=["tenant", "provider", "code"],
+    )
+    for r in rows:
+        family.add_metric(
+            [r["tenant_id"], r["account"], r["code"]], max(0.0, _age(r["held_until"], now))
+        )
     return family
 
 

@@ -66,6 +66,9 @@ class InboundMessage:
 
     sender: str = field(repr=False)
     text: str = field(repr=False)
+    # The number it was sent to: one of our sender numbers (Twilio's `To`).
+    # It says whose texts a STOP ends (domain/senders.py); None: not given.
+    to: str | None = None
 
 
 @dataclass(frozen=True)

@@ -212,7 +212,7 @@ class SimulatorAdapter(HttpProviderAdapter):
         return urlencode({played.reference_field: value}) if value else ""
 
     def parse_inbound(self, request: WebhookRequest) -> InboundMessage:
-        """The simulator's inbound messages: {"from", "text"}, signed like receipts."""
+        """The simulator's inbound messages: {"from", "text", "to"?}, signed like receipts."""
         self._check_signature(request, "")
         try:
             payload = json.loads(request.body)
@@ -220,7 +220,10 @@ class SimulatorAdapter(HttpProviderAdapter):
             raise ProviderError("simulator inbound body is not JSON") from exc
         if not isinstance(payload, dict) or not isinstance(payload.get("from"), str):
             raise ProviderError("simulator inbound message needs a sender")
-        return InboundMessage(payload["from"], str(payload.get("text", "")))
+        to = payload.get("to")
+        return InboundMessage(
+            payload["from"], str(payload.get("text", "")), to if isinstance(to, str) else None
+        )
 
     def _check_signature(self, request: WebhookRequest, query: str) -> None:
         secret = self._secret().encode()  # first: without one, nothing is accepted

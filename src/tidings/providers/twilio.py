@@ -242,7 +242,8 @@ class TwilioAdapter(HttpProviderAdapter):
         sender, text = form.get("From", [""])[0], form.get("Body", [""])[0]
         if not sender:
             raise ProviderError("twilio inbound message without From")
-        return InboundMessage(sender, text)
+        # `To` is the Twilio number the recipient texted, covered by the signature.
+        return InboundMessage(sender, text, form.get("To", [""])[0] or None)
 
     def _check_signature(
         self, url: str, params: Mapping[str, Sequence[str]], given: str | None

@@ -1,17 +1,24 @@
 """Inbound messages from recipients: STOP opts out, START opts back in,
 before any further send. Authenticated by the provider's signature.
 
-The tenant they act for comes from configuration (`TIDINGS_INBOUND_TENANT`,
-else the server's `TIDINGS_TENANT`), never from the request: a query
-parameter is not covered by every provider's signature, and a forged one
-opted numbers out for any tenant it named, creating the tenant as it went.
-An inbound message never creates a tenant.
+The tenants they act for come from configuration, never from the request:
+a query parameter is not covered by every provider's signature, and a
+forged one opted numbers out for any tenant it named, creating the tenant
+as it went. An inbound message never creates a tenant.
+
+Which tenants: those that send from the number the message was sent to, on
+the account it came through (`TIDINGS_SENDER_NUMBERS`, domain/senders.py):
+providers enforce STOP per sender number, so every tenant sending from it
+is opted out, and a tenant with a number of its own only by messages to
+that number. A number nobody is named with falls back to
+`TIDINGS_INBOUND_TENANT` (else the server's `TIDINGS_TENANT`), as before
+(issue #39, finding 6).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, Depends, Path, Request
 from pydantic import BaseModel
@@ -22,10 +29,14 @@ from tidings.api.problems import InvalidWebhook, InvalidWebhookSignature
 from tidings.api.routes.webhooks import _ANY_BODY, not_configured, webhook_request
 from tidings.client import Tidings
 from tidings.domain.errors import InvalidInput, NotFound
+from tidings.domain.senders import SenderNumbers
 from tidings.providers.base import ProviderAdapter
 from tidings.providers.errors import InvalidSignature, ProviderConfigError, ProviderError
 from tidings.providers.messages import WebhookRequest
 from tidings.store import tenants
+
+if TYPE_CHECKING:
+    from tidings.api.app import ApiSettings
 
 router = APIRouter(prefix="/v1/inbound", tags=["webhooks"])
 
@@ -58,26 +69,30 @@ def receive_inbound(
         raise not_configured(adapter, exc) from None
     except ProviderError as exc:
         raise InvalidWebhook(str(exc)) from None
-    tenant = _inbound_tenant(root, request)
+    found = _inbound_tenants(root, request, adapter.account, message.to)
     try:
-        keyword = root.for_tenant(tenant).handle_inbound(
-            message.sender, message.text, source=f"inbound:{provider}"
-        )
+        keywords = [
+            root.for_tenant(tenant).handle_inbound(
+                message.sender, message.text, source=f"inbound:{provider}"
+            )
+            for tenant in found
+        ]
     except InvalidInput:
         raise InvalidWebhook("the sender is not a valid phone number") from None
-    return InboundHandled(keyword=keyword.value)
+    return InboundHandled(keyword=keywords[0].value)
 
 
-def _inbound_tenant(root: Tidings, request: Request) -> str:
-    configured: str | None = request.app.state.api_settings.inbound_tenant
-    tenant = configured or root.tenant
+def _inbound_tenants(root: Tidings, request: Request, account: str, to: str | None) -> list[str]:
+    settings: ApiSettings = request.app.state.api_settings
+    fallback = settings.inbound_tenant or root.tenant
     asked = request.query_params.get("tenant")
-    if asked is not None and asked != tenant:
+    if asked is not None and asked != fallback:
         # Old provider configurations named the tenant in the URL: say why
         # it is refused rather than act for a tenant the caller did not mean.
         raise InvalidWebhook("the inbound tenant is configured on the server, not in the URL")
+    named = SenderNumbers.parse(settings.sender_numbers).tenants(account, to, fallback)
     with root.db.transaction() as conn:
-        found = tenants.exists(conn, tenant)
+        found = [t for t in named if tenants.exists(conn, t)]
     if not found:
-        raise NotFound("no tenant is configured for inbound messages")
-    return tenant
+        raise NotFound("no tenant is configured for inbound messages to that number")
+    return found

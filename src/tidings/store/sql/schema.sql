@@ -810,3 +810,15 @@ CREATE TABLE quarantine_log (
 );
 CREATE INDEX quarantine_log_recent ON quarantine_log (at);
 
+-- Back-off answers per (account, tenant) (0028): the tenant whose traffic
+-- draws 429s is held back by itself; the account's shared pause is capped.
+CREATE TABLE provider_backoffs (
+    tenant_id   text        NOT NULL,
+    account     text        NOT NULL,
+    held_until  timestamptz NOT NULL,
+    failures    integer     NOT NULL DEFAULT 0,
+    code        text        NOT NULL,
+    updated_at  timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, account)
+);
+ALTER TABLE provider_pauses ADD COLUMN caused_by text;

@@ -31,6 +31,12 @@ WHERE i.state IN ('pending', 'resend_due')
       SELECT 1 FROM controls c
       WHERE c.tenant_id = i.tenant_id AND c.kind = 'kill_switch' AND c.enabled
         AND c.channel IN ('', i.channel) AND c.country IN ('', coalesce(i.country, '')))
+  AND NOT EXISTS (
+      -- A tenant whose own traffic drew the account's back-off answers
+      -- waits out its own hold; the others go on (dispatch/backoff.py).
+      SELECT 1 FROM provider_backoffs b
+      WHERE b.tenant_id = i.tenant_id AND b.account = %(account)s
+        AND b.held_until > %(now)s)
 ORDER BY i.next_due_at, i.id
 LIMIT %(limit)s
 FOR UPDATE OF i SKIP LOCKED;

@@ -487,13 +487,25 @@ WHERE since + make_interval(secs => allowed_seconds) <= %(now)s
 GROUP BY tenant_id, channel;
 
 -- name: alert_provider_paused
--- Paused provider accounts, per tenant whose unsent intents last tried
--- that account: the pause holds them back. Reached from the unsent intents
--- (few while healthy) through each one's current attempt.
-SELECT i.tenant_id, p.account, p.paused_until, p.failures, p.code, i.channel,
+-- Paused provider accounts, and tenants held back on one by their own
+-- traffic's back-off answers, per tenant whose unsent intents last tried
+-- that account: the pause or the hold keeps them back. Reached from the
+-- unsent intents (few while healthy) through each one's current attempt.
+-- `own_traffic`: whether this tenant's answer set the account's pause; a
+-- tenant is never told which other tenant it was (the log and the metric
+-- name it for operators).
+SELECT i.tenant_id, a.provider AS account, i.channel,
+       greatest(p.paused_until, b.held_until) AS paused_until,
+       p.paused_until AS account_until, b.held_until AS tenant_held_until,
+       coalesce(b.failures, p.failures) AS failures, coalesce(b.code, p.code) AS code,
+       coalesce(p.caused_by = i.tenant_id, b.tenant_id IS NOT NULL) AS own_traffic,
        count(*) AS intents, (array_agg(i.id ORDER BY i.id))[1] AS sample_id
 FROM intents i
 JOIN attempts a ON a.tenant_id = i.tenant_id AND a.intent_id = i.id AND a.n = i.attempt_count
-JOIN provider_pauses p ON p.account = a.provider
-WHERE i.state IN ('pending', 'resend_due') AND p.paused_until > %(now)s
-GROUP BY i.tenant_id, p.account, p.paused_until, p.failures, p.code, i.channel;
+LEFT JOIN provider_pauses p ON p.account = a.provider AND p.paused_until > %(now)s
+LEFT JOIN provider_backoffs b
+       ON b.tenant_id = i.tenant_id AND b.account = a.provider AND b.held_until > %(now)s
+WHERE i.state IN ('pending', 'resend_due')
+  AND (p.account IS NOT NULL OR b.tenant_id IS NOT NULL)
+GROUP BY i.tenant_id, a.provider, i.channel, p.paused_until, p.failures, p.code, p.caused_by,
+         b.tenant_id, b.held_until, b.failures, b.code;
