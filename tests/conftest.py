@@ -1,9 +1,16 @@
-"""Databases for tests: a real PostgreSQL, a fresh database per test.
+"""Databases for tests: a real PostgreSQL, a database no other test left
+anything in.
 
 TIDINGS_TEST_DATABASE_URL names a server to use (a DSN to any database on
 it; the role must be able to create databases). Without it the suite starts
 its own embedded PostgreSQL from the pgserver wheel, the product's default.
-Each test gets a database cloned from a template migrated once per run.
+The embedded server is shared by every xdist worker of a run (pgserver
+counts its users and stops it after the last). Each worker migrates a
+template once and clones one database from it, which its tests use one
+after another, put back after each (tests/databases.py); a test marked
+`own_database` gets a clone of its own.
+
+Which tests run where (pure, database, processes, long): tests/lanes.py.
 """
 
 from __future__ import annotations
@@ -15,7 +22,6 @@ from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
-import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
@@ -24,23 +30,11 @@ from tidings.policies import builtin_document
 from tidings.store import policies as policy_store
 from tidings.store.migrate import migrate
 
+from .databases import WorkerDatabase, admin, clone_database, drop_database
+
+pytest_plugins = ["tests.lanes"]
+
 TEST_SECRET = "test-secret-key-0123456789abcdef"
-
-
-def _admin(url: str, sql: str) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql)
-
-
-def clone_database(server_url: str, template: str) -> tuple[str, str]:
-    """A new database copied from `template`: (its name, a DSN to it)."""
-    name = f"tidings_t_{uuid.uuid4().hex[:12]}"
-    _admin(server_url, f"CREATE DATABASE {name} TEMPLATE {template}")
-    return name, make_conninfo(server_url, dbname=name)
-
-
-def drop_database(server_url: str, name: str) -> None:
-    _admin(server_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +46,9 @@ def pg_server_url() -> Iterator[str]:
     os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
     import pgserver
 
-    pgdata = Path(tempfile.mkdtemp(prefix="tidings-test-pg-"))
+    # One server for the whole run: xdist's workers share its run id.
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex
+    pgdata = Path(tempfile.gettempdir()) / f"tidings-test-pg-{run_id[:12]}"
     server = pgserver.get_server(pgdata, cleanup_mode="delete")
     try:
         yield server.get_uri()
@@ -63,27 +59,42 @@ def pg_server_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def template_db(pg_server_url: str) -> Iterator[str]:
     name = f"tidings_tpl_{os.getpid()}"
-    _admin(pg_server_url, f"DROP DATABASE IF EXISTS {name}")
-    _admin(pg_server_url, f"CREATE DATABASE {name}")
+    admin(pg_server_url, f"DROP DATABASE IF EXISTS {name}")
+    admin(pg_server_url, f"CREATE DATABASE {name}")
     migrate(make_conninfo(pg_server_url, dbname=name))
     yield name
-    _admin(pg_server_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    admin(pg_server_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(scope="session")
+def worker_db(pg_server_url: str, template_db: str) -> Iterator[WorkerDatabase]:
+    shared = WorkerDatabase(pg_server_url, template_db).open()
+    yield shared
+    shared.close()
 
 
 @pytest.fixture
 def fresh_db(pg_server_url: str) -> Iterator[str]:
     """An empty database (no migrations) for tests of migrating itself."""
     name = f"tidings_t_{uuid.uuid4().hex[:12]}"
-    _admin(pg_server_url, f"CREATE DATABASE {name}")
+    admin(pg_server_url, f"CREATE DATABASE {name}")
     yield make_conninfo(pg_server_url, dbname=name)
-    _admin(pg_server_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    admin(pg_server_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.fixture
-def db_url(pg_server_url: str, template_db: str) -> Iterator[str]:
-    name, url = clone_database(pg_server_url, template_db)
-    yield url
-    drop_database(pg_server_url, name)
+def db_url(request: pytest.FixtureRequest, pg_server_url: str, template_db: str) -> Iterator[str]:
+    """A migrated database for this test alone: the worker's, reset after
+    the test (tests/databases.py), or a clone of its own for a test marked
+    `own_database`."""
+    if request.node.get_closest_marker("own_database") is not None:
+        name, url = clone_database(pg_server_url, template_db)
+        yield url
+        drop_database(pg_server_url, name)
+        return
+    shared: WorkerDatabase = request.getfixturevalue("worker_db")
+    yield shared.url
+    shared.reset()
 
 
 @pytest.fixture

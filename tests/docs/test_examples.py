@@ -22,10 +22,10 @@ from typing import Any
 
 import httpx
 import pytest
+from harness.processes import simulator
 
 from tests.conftest import clone_database, drop_database
 from tests.docs.blocks import ROOT, Block, blocks, is_library_page, pages, unnamed_fences
-from tests.e2e.processes import simulator
 from tests.e2e.test_up import start as start_up
 from tidings.devstack import free_port
 

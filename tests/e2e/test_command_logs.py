@@ -13,8 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from harness.processes import start_api, wait_http
 
-from tests.e2e.processes import start_api, wait_http
 from tidings.devstack import free_port
 
 NOWHERE = "postgresql://tidings:s3cret-password@127.0.0.1:1/tidings"

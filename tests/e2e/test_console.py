@@ -27,7 +27,8 @@ from fastapi.testclient import TestClient
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
-from tests.conftest import TEST_SECRET, _admin, with_example_policy
+from tests.conftest import TEST_SECRET, with_example_policy
+from tests.databases import admin
 from tests.integration.dispatch_helpers import (
     offer,
     publish_offer_template,
@@ -136,7 +137,7 @@ def _fill(t: Tidings, clock: ManualClock) -> tuple[uuid.UUID, Any]:
 @pytest.fixture(scope="module")
 def console(pg_server_url: str, template_db: str) -> Iterator[Console]:
     name = f"tidings_t_{uuid.uuid4().hex[:12]}"
-    _admin(pg_server_url, f"CREATE DATABASE {name} TEMPLATE {template_db}")
+    admin(pg_server_url, f"CREATE DATABASE {name} TEMPLATE {template_db}")
     db_url = make_conninfo(pg_server_url, dbname=name)
     clock = ManualClock()
     t = with_example_policy(Tidings(db_url, clock=clock, secret_key=TEST_SECRET))
@@ -163,7 +164,7 @@ def console(pg_server_url: str, template_db: str) -> Iterator[Console]:
         server.should_exit = True
         thread.join(timeout=10)
         t.close()
-        _admin(pg_server_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin(pg_server_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.fixture(scope="module")

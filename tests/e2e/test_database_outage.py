@@ -16,13 +16,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from harness.postgres import LocalPostgres
+from harness.processes import ledger, offers, simulator, start_api, start_worker, wait_until
 
 from tests.conftest import TEST_SECRET, with_example_policy
 from tidings import Tidings
 from tidings.devstack import free_port
-
-from .postgres import LocalPostgres
-from .processes import ledger, offers, simulator, start_api, start_worker, wait_until
 
 PASSWORD = "pw-must-not-leak-7f3a"
 RETRYING = "database unavailable; retrying"

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+")
 PHONE = re.compile(r"\+\d{7,15}")
 
@@ -24,6 +26,8 @@ def run_demo(db_url: str, home: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+# The README's `pytest` runs this one too (tests/lanes.py).
+@pytest.mark.smoke
 def test_the_demo_completes_and_its_logs_hold_no_destination(db_url: str, tmp_path: Path) -> None:
     done = run_demo(db_url, tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -21,15 +21,14 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from harness.pgbouncer import pgbouncer, through
+from harness.processes import ledger, simulator, start_api, start_worker, wait_http, wait_until
 
 from tests.conftest import TEST_SECRET, with_example_policy
 from tidings import ManualClock, Tidings
 from tidings.devstack import free_port
 from tidings.store.api_keys import create_key
 from tidings.store.migrate import available, migrate
-
-from .pgbouncer import pgbouncer, through
-from .processes import ledger, simulator, start_api, start_worker, wait_http, wait_until
 
 SENT = {"accepted", "timeout_after_accept"}
 POOLED = {"TIDINGS_TRANSACTION_POOLING": "1"}

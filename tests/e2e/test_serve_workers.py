@@ -11,13 +11,13 @@ from pathlib import Path
 
 import httpx
 import psycopg
+import pytest
+from harness.processes import start_api, wait_http, wait_until
 
 from tests.conftest import TEST_SECRET, with_example_policy
 from tidings import Tidings
 from tidings.devstack import free_port
 from tidings.store import api_keys
-
-from .processes import start_api, wait_http, wait_until
 
 WORKERS = 2
 
@@ -34,6 +34,8 @@ def api_processes(supervisor: int) -> list[int]:
             not in Path(f"/proc/{c}/cmdline").read_bytes()]  # fmt: skip
 
 
+# The README's `pytest` runs this one too (tests/lanes.py).
+@pytest.mark.smoke
 def test_several_api_processes_share_the_port_and_stop_together(
     db_url: str, tmp_path: Path
 ) -> None:

@@ -27,11 +27,10 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from harness.processes import await_exit, ledger, offers, simulator, start_worker, wait_until
 
 from tests.conftest import TEST_SECRET, with_example_policy
 from tidings import Tidings
-
-from .processes import await_exit, ledger, offers, simulator, start_worker, wait_until
 
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 SHIM = Path(__file__).parent / "faketime_shim"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.integration.test_metrics import PINNED
 from tidings.devstack import free_port
@@ -64,6 +65,8 @@ def wait_for(url: str, key: str, predicate: Any) -> dict[str, Any]:
     raise AssertionError(f"{url} never reached the expected state: {body}")
 
 
+# The README's `pytest` runs this one too (tests/lanes.py).
+@pytest.mark.smoke
 def test_up_serves_sends_stops_and_resumes(db_url: str, tmp_path: Path) -> None:
     port, sim_port, metrics_port = free_port(), free_port(), free_port()
     proc, key = start(db_url, tmp_path, port, sim_port, metrics_port)

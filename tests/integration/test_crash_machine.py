@@ -18,7 +18,6 @@ import itertools
 from collections import Counter
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -190,7 +189,6 @@ def build_machine(t: Tidings, clock: ManualClock) -> type[RuleBasedStateMachine]
     return CrashMachine
 
 
-@pytest.mark.slow
 def test_random_crashes_under_every_profile_never_lose_or_double(db_url: str) -> None:
     clock = ManualClock()
     t = make_tidings(db_url, clock)

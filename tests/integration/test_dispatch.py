@@ -5,6 +5,7 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
+import pytest
 
 from tidings import IntentState, ManualClock, Tidings
 from tidings.dispatch.call_start import Verdict
@@ -25,6 +26,10 @@ from .dispatch_helpers import (
     simulator,
     worker,
 )
+
+# Also run on the embedded PostgreSQL in CI, beside the smoke processes tests
+# (tests/lanes.py).
+pytestmark = pytest.mark.smoke
 
 
 def test_a_due_intent_is_sent_once_and_accepted(tidings: Tidings, clock: ManualClock) -> None:

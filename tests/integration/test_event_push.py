@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
@@ -16,6 +17,23 @@ from tidings.signing import SIGNATURE_HEADER, verify_signature
 from .dispatch_helpers import offer, publish_offer_template, simulator, worker
 
 SECRET = "event-secret-0123456789"
+
+
+def events_visible(t: Tidings, timeout: float = 60.0) -> None:
+    """Waits until the events committed so far can be read: the cursor shows
+    an event once no older transaction runs anywhere on the server
+    (store/sql/queries/events.sql), and other tests share the server."""
+    give_up = time.monotonic() + timeout
+    while time.monotonic() < give_up:
+        with t.db.transaction() as conn:
+            row = conn.execute(
+                "SELECT coalesce(max(txid) < pg_snapshot_xmin(pg_current_snapshot()), true)"
+                " AS visible FROM events"
+            ).fetchone()
+        if row and row["visible"]:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"events still hidden by an older transaction after {timeout}s")
 
 
 class Receiver:
@@ -70,6 +88,7 @@ def test_events_are_pushed_signed_once_after_a_failure(
     intents = [offer(tidings, n) for n in range(1, 4)]
     for intent in intents:
         tidings.cancel(intent.id, reason="class_canceled")
+    events_visible(tidings)
     state.fail_next = 1
     assert w.push_events_once() == 0  # the endpoint answered 503: nothing moves
     assert w.push_events_once() == 0  # backing off: not due yet

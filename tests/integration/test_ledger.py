@@ -22,6 +22,10 @@ from tidings.store import ledger
 
 from .dispatch_helpers import publish_offer_template
 
+# Also run on the embedded PostgreSQL in CI, beside the smoke processes tests
+# (tests/lanes.py).
+pytestmark = pytest.mark.smoke
+
 
 @pytest.fixture(autouse=True)
 def offer_template(tidings: Tidings) -> None:

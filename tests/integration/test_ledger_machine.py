@@ -6,7 +6,6 @@ import itertools
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
@@ -96,7 +95,6 @@ def build_machine(t: Tidings, clock: ManualClock) -> type[RuleBasedStateMachine]
     return LedgerMachine
 
 
-@pytest.mark.slow
 def test_ledger_state_machine(db_url: str) -> None:
     clock = ManualClock()
     t = make_tidings(db_url, clock)

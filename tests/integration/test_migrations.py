@@ -11,6 +11,10 @@ import pytest
 from tidings.store import evidence_partitions
 from tidings.store import migrate as migrations
 
+# Also run on the embedded PostgreSQL in CI, beside the smoke processes tests
+# (tests/lanes.py).
+pytestmark = pytest.mark.smoke
+
 # A catalog description that two equal schemas share, whatever the order
 # their objects were created in.
 CATALOG = {

@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, precondition, rule
@@ -184,7 +183,6 @@ def build_machine(server_url: str, template: str) -> type[RuleBasedStateMachine]
     return RetentionMachine
 
 
-@pytest.mark.slow
 def test_retention_state_machine(pg_server_url: str, template_db: str) -> None:
     machine = build_machine(pg_server_url, template_db)
     machine.TestCase.settings = settings(

@@ -27,6 +27,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 import pytest
 
+from tests.lanes import starts_processes
 from tests.providers.peer_support import FakeHttpProvider, new_id
 from tests.providers.support import free_port
 from tidings.providers.twilio import TwilioAdapter
@@ -242,6 +243,7 @@ def prism_binary() -> str | None:
 
 
 @pytest.fixture(scope="module")
+@starts_processes
 def prism_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     binary = prism_binary()
     if binary is None or not SPEC_PATH.is_file():

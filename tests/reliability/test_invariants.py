@@ -7,7 +7,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from . import invariants as inv
+from harness.reliability import invariants as inv
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 ID = uuid.UUID("01a22900-0000-7000-8000-000000000001")

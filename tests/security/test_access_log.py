@@ -13,15 +13,15 @@ import re
 from pathlib import Path
 
 import httpx
+from harness.processes import start_api, wait_http
 
-from tests.e2e.processes import start_api, wait_http
 from tests.security.key_support import new_key
 from tidings import Tidings
 from tidings.devstack import free_port
 
 
 def test_the_access_log_never_holds_a_query_string(
-    tidings: Tidings, db_url: str, tmp_path: Path
+    tidings: Tidings, db_url: str, tmp_path: Path, spawns: None
 ) -> None:
     key = new_key(tidings, "acme", ["read"])
     port = free_port()

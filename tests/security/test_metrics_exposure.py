@@ -12,8 +12,8 @@ import signal
 from pathlib import Path
 
 import httpx
+from harness.processes import start_api, wait_http
 
-from tests.e2e.processes import start_api, wait_http
 from tests.integration.api_support import ALL_SCOPES
 from tidings import Tidings
 from tidings.devstack import free_port
@@ -37,7 +37,9 @@ def _plant_other_tenant(db_url: str) -> str:
     return key
 
 
-def test_metrics_are_not_on_the_api_port_but_on_their_own(db_url: str, tmp_path: Path) -> None:
+def test_metrics_are_not_on_the_api_port_but_on_their_own(
+    db_url: str, tmp_path: Path, spawns: None
+) -> None:
     key = _plant_other_tenant(db_url)
     port, metrics_port = free_port(), free_port()
     proc = start_api(db_url, tmp_path, port, "--metrics-port", str(metrics_port))
@@ -59,7 +61,7 @@ def test_metrics_are_not_on_the_api_port_but_on_their_own(db_url: str, tmp_path:
 
 
 def test_without_a_metrics_port_nothing_serves_the_ledger_metrics(
-    db_url: str, tmp_path: Path
+    db_url: str, tmp_path: Path, spawns: None
 ) -> None:
     _plant_other_tenant(db_url)
     port = free_port()

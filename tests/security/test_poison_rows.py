@@ -20,10 +20,10 @@ from uuid import UUID
 
 import httpx
 import psycopg
+from harness.processes import ledger, start_api, start_worker, wait_http, wait_until
+from harness.processes import simulator as simulator_process
 
 from tests.conftest import TEST_SECRET, publish_example_policy
-from tests.e2e.processes import ledger, start_api, start_worker, wait_http, wait_until
-from tests.e2e.processes import simulator as simulator_process
 from tests.integration.api_support import auth, intent_body, new_key, publish_offer
 from tests.integration.dispatch_helpers import offer, publish_offer_template, sends, simulator
 from tests.integration.dispatch_helpers import worker as make_worker
@@ -158,7 +158,7 @@ def test_the_sweep_expires_other_tenants_past_an_unreadable_deadline(
 
 
 def test_poison_rows_under_traffic_do_not_stop_another_tenants_sends(
-    db_url: str, tmp_path: Path
+    db_url: str, tmp_path: Path, spawns: None
 ) -> None:
     """The real processes: `tidings serve`, `tidings worker` and the
     simulator. The victim's intents, created over HTTP while the hostile

@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from harness.processes import start_api, wait_http
 
-from tests.e2e.processes import start_api, wait_http
 from tests.integration.api_support import client, receipts_stored
 from tests.providers.peer_support import TOPIC_ARN, SnsSigner
 from tests.providers.test_aws_sms import sms_client, sms_event
@@ -180,7 +180,7 @@ def _forged_receipt() -> tuple[dict[str, str], bytes]:
 
 
 def test_tidings_serve_off_loopback_refuses_receipts_signed_with_the_default_secret(
-    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spawns: None
 ) -> None:
     monkeypatch.setenv("TIDINGS_SIMULATOR_URL", "http://127.0.0.1:9")
     monkeypatch.delenv("TIDINGS_SIMULATOR_WEBHOOK_SECRET", raising=False)

@@ -19,10 +19,11 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 import psycopg
 import pytest
+from harness.processes import simulator, start_api, start_worker, wait_http, wait_until
 
 from tests.conftest import TEST_SECRET, with_example_policy
-from tests.e2e.processes import simulator, start_api, start_worker, wait_http, wait_until
 from tests.integration.api_support import auth, client, intent_body, new_key, publish_offer
+from tests.lanes import starts_processes
 from tests.providers.test_twilio import status_callback
 from tests.providers.twilio_peer import (
     CALLBACK,
@@ -64,6 +65,7 @@ def _settled(db_url: str, tenant: str) -> list[tuple[Any, ...]] | None:
 
 
 @pytest.fixture
+@starts_processes
 def api(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str]]:
     """`tidings serve` and the simulator process, receipts signed and posted to the API."""
     port = free_port()

@@ -25,9 +25,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from harness.processes import start_api, wait_http
 
-from tests.e2e.processes import start_api, wait_http
 from tests.integration.api_support import auth, count, new_key
+from tests.lanes import starts_processes
 from tidings import Tidings
 from tidings.devstack import free_port
 
@@ -42,6 +43,7 @@ LINE = json.dumps({"ref": "reader-1", "email": "reader1@example.com"}).encode() 
 
 
 @pytest.fixture
+@starts_processes
 def api(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("TIDINGS_POOL_SIZE", str(POOL))
     monkeypatch.setenv("TIDINGS_UPLOAD_IDLE_SECONDS", str(IDLE_SECONDS))

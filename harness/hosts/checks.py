@@ -1,13 +1,13 @@
-"""What a many-hosts run must show (tests/e2e/hosts_run.py): each check
+"""What a many-hosts run must show (harness/hosts/run.py): each check
 returns "" when it holds, else what it saw. The bounded test asserts each
-one; the long run (`python -m tests.reliability --hosts`) reports them."""
+one; the long run (`python -m harness.reliability --hosts`) reports them."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
 
-from .hosts_run import CUT, HostsResult
+from .run import CUT, HostsResult
 
 
 def every_intent_final(r: HostsResult) -> str:

@@ -1,11 +1,11 @@
-"""`python -m tests.reliability --hosts`: the many-hosts run at full size.
+"""`python -m harness.reliability --hosts`: the many-hosts run at full size.
 
-The topology of tests/e2e/test_multi_host.py (two API hosts, three worker
+The topology of tests/long/test_multi_host.py (two API hosts, three worker
 hosts in network namespaces, one cut off and killed, one added) with a job
 of `--recipients` (100,000 for docs/scaling.md) and, at the end, a burst
 through each API host to measure it. Always on a private PostgreSQL on the
 bridge, never the system server; needs root. Writes
-tests/reliability/reports/hosts-<time>-<recipients>.json with every check
+harness/reliability/reports/hosts-<time>-<recipients>.json with every check
 and figure, prints them, and exits 1 if a check failed.
 """
 
@@ -20,8 +20,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tests.e2e.hosts_checks import problems
-from tests.e2e.hosts_run import HostsConfig, run
+from harness.hosts.checks import problems
+from harness.hosts.run import HostsConfig, run
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +54,7 @@ def main(args: argparse.Namespace, console: Console) -> int:
     console.print(json.dumps(result.figures, indent=2))
     console.print(f"seconds: {result.seconds}")
     report = {
-        "command": "python -m tests.reliability --hosts " + " ".join(
+        "command": "python -m harness.reliability --hosts " + " ".join(
             f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
             if k in ("recipients", "stream_per_s", "api_burst_seconds")
         ),

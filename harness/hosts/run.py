@@ -1,6 +1,6 @@
 """The many-hosts run (issue #26, docs/scaling.md "Many hosts"), shared by
-the bounded test (tests/e2e/test_multi_host.py) and the long run
-(`python -m tests.reliability --hosts`).
+the bounded test (tests/long/test_multi_host.py) and the long run
+(`python -m harness.reliability --hosts`).
 
 Two API hosts and three worker hosts. In order, while a bulk job drains
 and a stream of single intents arrives through both API hosts:
@@ -31,17 +31,18 @@ from typing import Any
 import httpx
 import psycopg
 
-from . import hosts_figures
-from .hosts_cluster import Cluster
-from .hosts_traffic import (
+from harness.netns import topology
+from harness.processes import ledger
+
+from . import figures as hosts_figures
+from .cluster import Cluster
+from .traffic import (
     ApiClients,
     Stream,
     console_session_crosses_hosts,
     prepare,
     upload_job,
 )
-from .netns import topology
-from .processes import ledger
 
 SENT = {"accepted", "timeout_after_accept"}
 TERMINAL = {"delivered", "canceled", "suppressed", "no_permitted_channel", "failed", "expired"}

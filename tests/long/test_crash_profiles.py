@@ -36,6 +36,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from harness.processes import ledger, simulator, start_api, start_worker, wait_http, wait_until
 
 from tests.conftest import TEST_SECRET, clone_database, drop_database, with_example_policy
 from tidings import Tidings
@@ -43,8 +44,6 @@ from tidings.devstack import free_port
 from tidings.domain.keys import attempt_key
 from tidings.observability.alerts import evaluate_alerts
 from tidings.policies import builtin_document
-
-from .processes import ledger, simulator, start_api, start_worker, wait_http, wait_until
 
 # Up to nine profiles' processes settle at once, beside the other CI pass and
 # its multi-host run: the wait is for real processes on two shared cores.
@@ -272,7 +271,6 @@ def runs(
     return results
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("profile", CHOSEN)
 def test_a_crash_at_every_step_ends_as_the_provider_allows_and_never_sends_twice(

@@ -1,4 +1,4 @@
-"""The run's report: a JSON file under tests/reliability/reports/ and a table."""
+"""The run's report: a JSON file under harness/reliability/reports/ and a table."""
 
 from __future__ import annotations
 

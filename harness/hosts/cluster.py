@@ -24,10 +24,9 @@ from typing import IO
 
 import httpx
 
+from harness.netns import Host, Topology
+from harness.postgres import LocalPostgres
 from tidings.devstack import free_port
-
-from .netns import Host, Topology
-from .postgres import LocalPostgres
 
 SECRET = "test-secret-key-0123456789abcdef"
 WEBHOOK_SECRET = "many-hosts-webhook-secret"

@@ -1,9 +1,9 @@
-"""`python -m tests.reliability --minutes N`: the long reliability run.
+"""`python -m harness.reliability --minutes N`: the long reliability run.
 
-`python -m tests.reliability --hosts --recipients 100000`: the many-hosts
-run instead (tests/reliability/hosts.py), with its own report.
+`python -m harness.reliability --hosts --recipients 100000`: the many-hosts
+run instead (harness/reliability/hosts.py), with its own report.
 
-Writes tests/reliability/reports/reliability-<time>-seed<seed>.json, prints
+Writes harness/reliability/reports/reliability-<time>-seed<seed>.json, prints
 a table, and exits 1 if any invariant was violated.
 """
 
@@ -23,7 +23,7 @@ from .run import REPORTS, RunConfig, run
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tests.reliability", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m harness.reliability", description=__doc__)
     parser.add_argument("--minutes", type=float, default=10.0, help="length of the chaos phase")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--workers", type=int, default=2)

@@ -19,7 +19,7 @@ from tidings import Tidings
 from tidings.store.api_keys import create_key
 from tidings.store.migrate import migrate
 
-from .hosts_cluster import SECRET
+from .cluster import SECRET
 
 TENANTS = ("default", "limited", "held")
 

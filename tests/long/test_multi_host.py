@@ -1,14 +1,14 @@
 """Many hosts (issue #26): two API hosts and three worker hosts, each its
-own network namespace on this machine (tests/e2e/netns.py), against a
+own network namespace on this machine (harness/netns.py), against a
 private PostgreSQL and the simulator on the bridge. A bulk job and a
 stream of single intents; worker host 2 cut off mid-run, then killed; a
 new worker host added. Nothing lost, nothing sent twice, every intent
 final, and no host-local state matters: a kill switch, a rate limit, a
 provider's pause and a console session hold across hosts.
 
-One run (tests/e2e/hosts_run.py) for the module, bounded for CI; each test
-asserts one of its checks (tests/e2e/hosts_checks.py). `python -m
-tests.reliability --hosts --recipients 100000` is its long version.
+One run (harness/hosts/run.py) for the module, bounded for CI; each test
+asserts one of its checks (harness/hosts/checks.py). `python -m
+harness.reliability --hosts --recipients 100000` is its long version.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ from __future__ import annotations
 import os
 
 import pytest
-
-from . import hosts_checks as checks
-from .hosts_run import HostsConfig, HostsResult, run
-from .netns import require_root
+from harness.hosts import checks
+from harness.hosts.run import HostsConfig, HostsResult, run
+from harness.netns import require_root
 
 pytestmark = [
     pytest.mark.multi_host,

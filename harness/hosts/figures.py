@@ -1,6 +1,6 @@
 """The figures of a many-hosts run (docs/scaling.md "Many hosts"): intents
 per second per worker host in each phase, per API host, and the database
-server's CPU for them, read from /proc (tests/e2e/hosts_cluster.py)."""
+server's CPU for them, read from /proc (harness/hosts/cluster.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from .hosts_cluster import Cluster
-from .hosts_traffic import ApiClients, Stream, burst
+from .cluster import Cluster
+from .traffic import ApiClients, Stream, burst
 
 if TYPE_CHECKING:
-    from .hosts_run import HostsConfig
+    from .run import HostsConfig
 
 APIS = ("api-1", "api-2")
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import psycopg
 
-from tests.e2e.pgbouncer import pgbouncer, through
+from harness.pgbouncer import pgbouncer, through
 from tidings import Tidings
 
 from . import database, faults, invariants, probes, snapshot
