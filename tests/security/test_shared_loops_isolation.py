@@ -28,10 +28,10 @@ from uuid import UUID
 
 import psycopg
 import pytest
+from harness.processes import ledger, start_worker, wait_until
+from harness.processes import simulator as simulator_process
 
 from tests.conftest import TEST_SECRET, publish_example_policy
-from tests.e2e.processes import ledger, start_worker, wait_until
-from tests.e2e.processes import simulator as simulator_process
 from tests.integration.dispatch_helpers import offer, publish_offer_template, simulator
 from tests.integration.dispatch_helpers import worker as make_worker
 from tests.security.webhook_receivers import (
@@ -254,7 +254,7 @@ def test_the_purge_keeps_the_hostile_evidence_and_purges_everyone_elses(
 
 
 def test_tidings_purge_exits_zero_past_a_hostile_policy(
-    tidings: Tidings, db_url: str, clock: ManualClock, tmp_path: Path
+    tidings: Tidings, db_url: str, clock: ManualClock, tmp_path: Path, spawns: None
 ) -> None:
     """The operator's command, as a process: it used to exit 1."""
     hostile, _ = two_tenants(tidings)
@@ -272,7 +272,7 @@ def test_tidings_purge_exits_zero_past_a_hostile_policy(
 
 
 def test_a_running_worker_sends_the_victims_intents_past_hostile_rows(
-    db_url: str, tmp_path: Path
+    db_url: str, tmp_path: Path, spawns: None
 ) -> None:
     """The real processes: `tidings worker` and the simulator. The hostile
     tenant's pending intents name a missing version and a planted policy
