@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ PREFIX = "tdg"
 # 32 random bytes: a plain sha256 is then as strong as any slow KDF.
 SECRET_BYTES = 32
 MAX_KEY_LENGTH = 200
+_KEY_SHAPE = re.compile(rf"^{PREFIX}_([0-9a-f]{{1,64}})_[A-Za-z0-9_-]+$")
 # A tenant's usable keys are bounded (invariant 11): an admin key cannot
 # fill the shared table. Revoked and expired keys do not count.
 MAX_USABLE_KEYS_PER_TENANT = 1000
@@ -112,12 +114,21 @@ def check_expiry(expires_at: datetime, now: datetime) -> datetime:
     return expires_at
 
 
+def key_id_of(plaintext: str) -> str | None:
+    """The key id a presented key names, without the database; None when
+    it is not shaped like one of our keys (then it is unknown, unread)."""
+    if len(plaintext) > MAX_KEY_LENGTH:
+        return None
+    found = _KEY_SHAPE.match(plaintext)
+    return found.group(1) if found else None
+
+
 def check(conn: Conn, plaintext: str, now: datetime) -> Principal | Refusal:
     """The principal for a live key, or why the key is refused.
 
     One indexed read: it runs on every API request.
     """
-    if not plaintext.startswith(f"{PREFIX}_") or len(plaintext) > MAX_KEY_LENGTH:
+    if key_id_of(plaintext) is None:
         return Refusal.UNKNOWN
     digest = _hash(plaintext)
     for row in fetch_all(conn, "api_keys_by_hash", {"key_hash": digest}):
