@@ -4,6 +4,8 @@ A key reads `tdg_<key_id>_<secret>`. The plaintext is returned once, by
 `create_key`, and never stored: only its sha256 is. The key id is not
 secret; it names the key in audits (`api:<key_id>`) and for revocation.
 A key may carry an expiry; revoking a key also ends its console sessions.
+A key minted by another key records it as its parent: it expires no later
+than its parent, and revoking a key revokes every key below it.
 """
 
 from __future__ import annotations
@@ -43,6 +45,12 @@ class TooManyKeys(Conflict):
     code = "TOO_MANY_KEYS"
 
 
+class ParentKeyGone(Conflict):
+    """The key minting another was revoked or expired meanwhile."""
+
+    code = "KEY_REVOKED"
+
+
 class Refusal(Enum):
     """Why a presented key does not authenticate; each has a stable API code."""
 
@@ -75,12 +83,21 @@ def create_key(
     *,
     now: datetime | None = None,
     expires_at: datetime | None = None,
+    parent: str | None = None,
 ) -> tuple[str, str]:
-    """A new key for `tenant`: (key_id, plaintext). Show the plaintext once."""
+    """A new key for `tenant`: (key_id, plaintext). Show the plaintext once.
+
+    `parent` is the key minting it, if a key does (`POST /v1/keys`): the new
+    key then expires no later than its parent (with no expiry asked for, it
+    takes the parent's; a later one is refused), and it is revoked with its
+    parent. Call inside a transaction: the parent stays locked until the new
+    key commits."""
     wanted = _check_scopes(scopes)
     at = now or datetime.now(UTC)
     if expires_at is not None:
         check_expiry(expires_at, at)
+    if parent is not None:
+        expires_at = _within_parent(conn, tenant, parent, expires_at, at)
     usable = fetch_one(conn, "count_usable_api_keys", {"tenant_id": tenant, "now": at})
     if usable is not None and usable["n"] >= MAX_USABLE_KEYS_PER_TENANT:
         raise TooManyKeys(
@@ -100,9 +117,33 @@ def create_key(
             "name": name,
             "now": now,
             "expires_at": expires_at,
+            "parent_key_id": parent,
         },
     )
     return key_id, plaintext
+
+
+def _within_parent(
+    conn: Conn, tenant: str, parent: str, expires_at: datetime | None, now: datetime
+) -> datetime | None:
+    """The expiry a key minted by `parent` gets: the one asked for, or the
+    parent's when none was; one past the parent's is refused rather than
+    shortened, so a caller never holds a key that ends sooner than it said."""
+    row = fetch_one(conn, "lock_parent_api_key", {"tenant_id": tenant, "key_id": parent})
+    if row is None or state_of(row, now) != "live":
+        raise ParentKeyGone(f"the key {parent!r} minting this one is revoked or expired")
+    limit: datetime | None = row["expires_at"]
+    if limit is None:
+        return expires_at
+    if expires_at is None:
+        return limit
+    if expires_at > limit:
+        raise InvalidInput(
+            "expires_at",
+            f"must not be after {limit.astimezone(UTC).isoformat()}, when the key minting"
+            " this one (its parent) expires",
+        )
+    return expires_at
 
 
 def check_expiry(expires_at: datetime, now: datetime) -> datetime:
@@ -151,11 +192,25 @@ def authenticate(conn: Conn, plaintext: str, now: datetime | None = None) -> Pri
 
 
 def revoke(conn: Conn, tenant: str, key_id: str, *, now: datetime | None = None) -> bool:
-    """Revoke a key of `tenant` and end its console sessions; False when
-    there was no live key by that id. Call inside a transaction."""
-    revoked = execute(conn, "revoke_api_key", {"tenant_id": tenant, "key_id": key_id, "now": now})
-    execute(conn, "delete_console_sessions_of_key", {"tenant_id": tenant, "key_id": key_id})
+    """Revoke a key of `tenant` and every key below it (the keys it minted,
+    theirs, ...), and end their console sessions; False when there was no
+    live key by that id. Call inside a transaction."""
+    params = {"tenant_id": tenant, "key_id": key_id, "now": now}
+    revoked = execute(conn, "revoke_api_key", params)
+    # A key minted while this runs waited on its parent's lock (see
+    # `create_key`) and is visible only to a later statement: repeat until
+    # one finds nothing left, so nothing minted below escapes.
+    while execute(conn, "revoke_api_key_descendants", params) > 0:
+        pass
+    ended = [key_id, *descendants(conn, tenant, key_id)]
+    execute(conn, "delete_console_sessions_of_keys", {"tenant_id": tenant, "key_ids": ended})
     return revoked > 0
+
+
+def descendants(conn: Conn, tenant: str, key_id: str) -> list[str]:
+    """The ids of every key below `key_id`: minted by it, or by those, ..."""
+    rows = fetch_all(conn, "api_key_descendants", {"tenant_id": tenant, "key_id": key_id})
+    return [row["key_id"] for row in rows]
 
 
 def list_keys(conn: Conn, tenant: str | None = None) -> list[Row]:

@@ -413,6 +413,13 @@ CREATE TABLE api_keys (
 -- found too, so a client is told why its key stopped working.
 CREATE INDEX api_keys_by_hash ON api_keys (key_hash);
 
+-- A key minted through the API by another key names it, its parent: it
+-- expires no later than its parent, and revoking a key revokes every key
+-- below it (migration 0029). Operators' keys have no parent.
+ALTER TABLE api_keys ADD COLUMN parent_key_id text;
+CREATE INDEX api_keys_children ON api_keys (tenant_id, parent_key_id)
+    WHERE parent_key_id IS NOT NULL;
+
 -- A console session: only a sha256 of its random id is stored, so a read
 -- of this table cannot sign anyone in. Scopes are read from the key at
 -- each request; revoking the key deletes its sessions (and the lookup
