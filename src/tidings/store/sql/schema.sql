@@ -382,6 +382,11 @@ CREATE TABLE suppressions (
 
 -- Frequency caps count one recipient's recent attempts per channel.
 CREATE INDEX intents_recipient ON intents (tenant_id, recipient_ref, channel);
+-- Bulk cancels by event class or correlation id (migration 0029): one
+-- request, one rate token, so never a walk of all the tenant's intents.
+CREATE INDEX intents_event_class ON intents (tenant_id, event_class, id);
+CREATE INDEX intents_correlation ON intents (tenant_id, correlation_id, id)
+    WHERE correlation_id IS NOT NULL;
 
 -- Zones an SMS destination may be in, when the caller gave no time zone:
 -- a send window must then be open in all of them.
