@@ -80,7 +80,7 @@ def keys_create(
         try:
             with t.db.transaction() as conn:
                 key_id, plaintext = create_key(
-                    conn, tenant, scopes.split(","), name, now=now, expires_at=until
+                    conn, tenant, scopes.split(","), name, now=now, expires_at=until, vault=t.vault
                 )
         except InvalidInput as exc:
             errors.print(f"error: {exc}", markup=False, highlight=False)

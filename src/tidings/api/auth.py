@@ -91,7 +91,7 @@ def authenticate(
     found: Principal | Refusal = Refusal.UNKNOWN  # malformed: nothing to read
     if attempt.key_id is not None:
         with _statements(root, conn) as reading:
-            found = api_keys.check(reading, key, attempt.now)
+            found = api_keys.check(reading, key, attempt.now, root.vault)
     if isinstance(found, Refusal):
         attempt.failed()
         raise Unauthenticated(REFUSALS[found], code=found.value)

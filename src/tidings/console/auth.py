@@ -85,7 +85,7 @@ def check_key(runtime: Runtime, key: str | None, attempt: Presented) -> Principa
     found: Principal | Refusal = Refusal.UNKNOWN  # not shaped like a key: nothing to read
     if attempt.key_id is not None:
         with runtime.db.statements() as conn:  # one read
-            found = api_keys.check(conn, key, attempt.now)
+            found = api_keys.check(conn, key, attempt.now, runtime.vault)
     if isinstance(found, Refusal):
         attempt.failed()
         raise Denied(401, REFUSALS[found])

@@ -1,7 +1,11 @@
 """API keys: created per tenant with scopes, stored only as a hash.
 
 A key reads `tdg_<key_id>_<secret>`. The plaintext is returned once, by
-`create_key`, and never stored: only its sha256 is. The key id is not
+`create_key`, and never stored: only an HMAC-SHA256 of it is, keyed by a
+key derived from TIDINGS_SECRET_KEY (`Vault.api_key_hash`), so the table
+alone can neither confirm a guessed key nor admit a planted one. Keys
+stored before as a plain sha256 still authenticate, and are rehashed the
+first time they do. The key id is not
 secret; it names the key in audits (`api:<key_id>`) and for revocation.
 A key may carry an expiry; revoking a key also ends its console sessions.
 A key minted by another key records it as its parent: it expires no later
@@ -26,12 +30,13 @@ from tidings.domain.errors import Conflict, InvalidInput
 from tidings.domain.moments import check_moment
 from tidings.store import ledger
 from tidings.store.database import Row, execute, fetch_all, fetch_one
+from tidings.vault import Vault
 
 Conn = psycopg.Connection[Any]
 
 SCOPES = frozenset({"send", "read", "admin", "webhook"})
 PREFIX = "tdg"
-# 32 random bytes: a plain sha256 is then as strong as any slow KDF.
+# 32 random bytes: a fast hash is then as strong as any slow KDF.
 SECRET_BYTES = 32
 MAX_KEY_LENGTH = 200
 _KEY_SHAPE = re.compile(rf"^{PREFIX}_([0-9a-f]{{1,64}})_[A-Za-z0-9_-]+$")
@@ -84,6 +89,7 @@ def create_key(
     now: datetime | None = None,
     expires_at: datetime | None = None,
     parent: str | None = None,
+    vault: Vault,
 ) -> tuple[str, str]:
     """A new key for `tenant`: (key_id, plaintext). Show the plaintext once.
 
@@ -112,7 +118,7 @@ def create_key(
         {
             "tenant_id": tenant,
             "key_id": key_id,
-            "key_hash": _hash(plaintext),
+            "key_hash": vault.api_key_hash(plaintext),
             "scopes": sorted(wanted),
             "name": name,
             "now": now,
@@ -164,18 +170,22 @@ def key_id_of(plaintext: str) -> str | None:
     return found.group(1) if found else None
 
 
-def check(conn: Conn, plaintext: str, now: datetime) -> Principal | Refusal:
+def check(conn: Conn, plaintext: str, now: datetime, vault: Vault) -> Principal | Refusal:
     """The principal for a live key, or why the key is refused.
 
-    One indexed read: it runs on every API request.
+    One indexed read: it runs on every API request. A key still stored as
+    a plain sha256 (made before keyed hashes) is rehashed by a second
+    statement, once.
     """
     if key_id_of(plaintext) is None:
         return Refusal.UNKNOWN
-    digest = _hash(plaintext)
-    for row in fetch_all(conn, "api_keys_by_hash", {"key_hash": digest}):
+    keyed, legacy = vault.api_key_hash(plaintext), _legacy_hash(plaintext)
+    for row in fetch_all(conn, "api_keys_by_hash", {"key_hashes": [keyed, legacy]}):
         # The index lookup already matched; comparing again in constant time
         # keeps the decision itself free of timing differences.
-        if not hmac.compare_digest(row["key_hash"], digest):
+        if hmac.compare_digest(row["key_hash"], legacy):
+            _rehash(conn, row, keyed)
+        elif not hmac.compare_digest(row["key_hash"], keyed):
             continue
         if row["revoked_at"] is not None:
             return Refusal.REVOKED
@@ -185,9 +195,16 @@ def check(conn: Conn, plaintext: str, now: datetime) -> Principal | Refusal:
     return Refusal.UNKNOWN
 
 
-def authenticate(conn: Conn, plaintext: str, now: datetime | None = None) -> Principal | None:
+def _rehash(conn: Conn, row: Row, keyed: str) -> None:
+    params = {"tenant_id": row["tenant_id"], "key_id": row["key_id"]}
+    execute(conn, "rehash_api_key", {**params, "key_hash": keyed, "old_hash": row["key_hash"]})
+
+
+def authenticate(
+    conn: Conn, plaintext: str, vault: Vault, now: datetime | None = None
+) -> Principal | None:
     """The principal for a live key, or None for an unknown, revoked or expired one."""
-    found = check(conn, plaintext, now or datetime.now(UTC))
+    found = check(conn, plaintext, now or datetime.now(UTC), vault)
     return found if isinstance(found, Principal) else None
 
 
@@ -247,5 +264,6 @@ def _check_scopes(scopes: Iterable[str]) -> frozenset[str]:
     return wanted
 
 
-def _hash(plaintext: str) -> str:
+def _legacy_hash(plaintext: str) -> str:
+    """How keys were stored before keyed hashes: recognised, never written."""
     return hashlib.sha256(plaintext.encode()).hexdigest()

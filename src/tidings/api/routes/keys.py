@@ -49,6 +49,7 @@ def create_key(body: KeyIn, caller: Admin) -> KeyCreated:
             now=now,
             expires_at=expires_at,
             parent=caller.principal.key_id,
+            vault=caller.tidings.vault,
         )
     row = _row(caller, key_id)
     return KeyCreated(**_out(caller, row).model_dump(), key=plaintext)

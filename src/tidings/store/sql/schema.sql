@@ -392,9 +392,11 @@ CREATE INDEX intents_correlation ON intents (tenant_id, correlation_id, id)
 -- a send window must then be open in all of them.
 ALTER TABLE intents ADD COLUMN candidate_timezones text[] NOT NULL DEFAULT '{}';
 
--- API keys, one set per tenant. Only a sha256 of each key is stored: the
--- key is 256 bits of randomness, so a plain hash is enough (no slow KDF
--- needed) and a stolen table reveals no usable key.
+-- API keys, one set per tenant. Only an HMAC-SHA256 of each key is
+-- stored, keyed by a key derived from TIDINGS_SECRET_KEY (keys made before
+-- were a plain sha256, rehashed on use): the key is 256 bits of
+-- randomness, so no slow KDF is needed, and the table alone can neither
+-- confirm a guessed key nor admit a planted one.
 CREATE TABLE api_keys (
     tenant_id   text        NOT NULL REFERENCES tenants (tenant_id),
     key_id      text        NOT NULL,

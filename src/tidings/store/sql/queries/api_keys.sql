@@ -14,8 +14,14 @@ FOR SHARE;
 -- name: api_keys_by_hash
 -- Across tenants on purpose: the key is the only thing a request names.
 -- Revoked and expired rows come back too; the caller says which it was.
+-- Two hashes: the keyed one, and the plain sha256 keys were stored as
+-- before (store/api_keys.py rehashes those on use).
 SELECT tenant_id, key_id, key_hash, scopes, revoked_at, expires_at FROM api_keys
-WHERE key_hash = %(key_hash)s;
+WHERE key_hash = ANY(%(key_hashes)s);
+
+-- name: rehash_api_key
+UPDATE api_keys SET key_hash = %(key_hash)s
+WHERE tenant_id = %(tenant_id)s AND key_id = %(key_id)s AND key_hash = %(old_hash)s;
 
 -- name: revoke_api_key
 UPDATE api_keys SET revoked_at = coalesce(%(now)s::timestamptz, now())
