@@ -31,7 +31,10 @@ def list_keys(caller: Admin) -> KeyList:
 
 
 @router.post(
-    "", status_code=201, responses=responses(*WITH_BODY), summary="Create a key, shown once"
+    "",
+    status_code=201,
+    responses=responses(*WITH_BODY, 409),
+    summary="Create a key, shown once; it expires no later than the key creating it",
 )
 def create_key(body: KeyIn, caller: Admin) -> KeyCreated:
     now = caller.tidings.clock.now()
