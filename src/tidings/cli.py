@@ -221,7 +221,9 @@ def serve(
     log_level: LogLevel = "",
     workers: Annotated[
         int,
-        typer.Option(min=1, max=64, help="API processes sharing the port (each with its own pool)"),
+        typer.Option(
+            min=1, max=64, help="API processes sharing the port (each with its own pool)"
+        ),
     ] = 1,
 ) -> None:
     """Serve the HTTP API (and the console at /console)."""
