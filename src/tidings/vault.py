@@ -66,7 +66,7 @@ class Vault:
 
     def api_key_hash(self, plaintext: str) -> str:
         """What the database keeps of an API key (store/api_keys.py): keyed,
-        so a copy of the table alone can neither confirm nor plant a key."""
+        so a copy of the table alone cannot confirm a guessed key."""
         return hmac.new(self._api_key_hash_key, plaintext.encode(), hashlib.sha256).hexdigest()
 
     def encrypt(self, destination: str) -> bytes:

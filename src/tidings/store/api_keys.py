@@ -3,9 +3,9 @@
 A key reads `tdg_<key_id>_<secret>`. The plaintext is returned once, by
 `create_key`, and never stored: only an HMAC-SHA256 of it is, keyed by a
 key derived from TIDINGS_SECRET_KEY (`Vault.api_key_hash`), so the table
-alone can neither confirm a guessed key nor admit a planted one. Keys
-stored before as a plain sha256 still authenticate, and are rehashed the
-first time they do. The key id is not
+alone cannot confirm a guessed key. Keys stored before as a plain sha256
+still authenticate, and are rehashed the first time they do; while that
+fallback stays, a row written in the old form is accepted too. The key id is not
 secret; it names the key in audits (`api:<key_id>`) and for revocation.
 A key may carry an expiry; revoking a key also ends its console sessions.
 A key minted by another key records it as its parent: it expires no later
@@ -44,6 +44,7 @@ _KEY_SHAPE = re.compile(rf"^{PREFIX}_([0-9a-f]{{1,64}})_[A-Za-z0-9_-]+$")
 # fill the shared table. Revoked and expired keys do not count.
 MAX_USABLE_KEYS_PER_TENANT = 1000
 KeyState = Literal["live", "expired", "revoked"]
+KEYED_HASH_PREFIX = "hmac-sha256:"
 
 
 class TooManyKeys(Conflict):
@@ -118,7 +119,7 @@ def create_key(
         {
             "tenant_id": tenant,
             "key_id": key_id,
-            "key_hash": vault.api_key_hash(plaintext),
+            "key_hash": _keyed_hash(plaintext, vault),
             "scopes": sorted(wanted),
             "name": name,
             "now": now,
@@ -179,7 +180,7 @@ def check(conn: Conn, plaintext: str, now: datetime, vault: Vault) -> Principal 
     """
     if key_id_of(plaintext) is None:
         return Refusal.UNKNOWN
-    keyed, legacy = vault.api_key_hash(plaintext), _legacy_hash(plaintext)
+    keyed, legacy = _keyed_hash(plaintext, vault), _legacy_hash(plaintext)
     for row in fetch_all(conn, "api_keys_by_hash", {"key_hashes": [keyed, legacy]}):
         # The index lookup already matched; comparing again in constant time
         # keeps the decision itself free of timing differences.
@@ -262,6 +263,12 @@ def _check_scopes(scopes: Iterable[str]) -> frozenset[str]:
     if unknown:
         raise InvalidInput("scopes", f"unknown scope(s) {', '.join(unknown)}")
     return wanted
+
+
+def _keyed_hash(plaintext: str, vault: Vault) -> str:
+    """Marked, so that keys still stored the old way can be counted:
+    `SELECT count(*) FROM api_keys WHERE key_hash NOT LIKE 'hmac-sha256:%'`."""
+    return f"{KEYED_HASH_PREFIX}{vault.api_key_hash(plaintext)}"
 
 
 def _legacy_hash(plaintext: str) -> str:

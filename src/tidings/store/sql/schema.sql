@@ -395,8 +395,8 @@ ALTER TABLE intents ADD COLUMN candidate_timezones text[] NOT NULL DEFAULT '{}';
 -- API keys, one set per tenant. Only an HMAC-SHA256 of each key is
 -- stored, keyed by a key derived from TIDINGS_SECRET_KEY (keys made before
 -- were a plain sha256, rehashed on use): the key is 256 bits of
--- randomness, so no slow KDF is needed, and the table alone can neither
--- confirm a guessed key nor admit a planted one.
+-- randomness, so no slow KDF is needed, and the table alone cannot
+-- confirm a guessed key.
 CREATE TABLE api_keys (
     tenant_id   text        NOT NULL REFERENCES tenants (tenant_id),
     key_id      text        NOT NULL,
