@@ -78,11 +78,11 @@ def authenticate(
 ) -> Principal:
     """The key's principal, or 401. A key that does not authenticate spends
     its address's and key id's budget, and an address or key id without
-    budget answers 429 before the database is read (api/auth_failures.py)."""
+    budget answers 429 before the database is read (domain/auth_failures.py)."""
     if credentials is None:
         raise Unauthenticated()
     key = credentials.credentials
-    gate: AuthFailures | None = request.app.state.auth_failures
+    gate: AuthFailures | None = getattr(request.app.state, "auth_failures", None)
     host = request.client.host if request.client else None
     attempt = presented(gate, host, api_keys.key_id_of(key), root.clock.now())
     wait = attempt.retry_after()
