@@ -60,7 +60,7 @@ def fresh(name: str) -> tuple[str, str]:
         t.publish_policy(builtin_document("default"))
         t.publish_template("offer", channel="sms", body="Spot {{ n }}", required_variables=["n"])
         with t.db.transaction() as conn:
-            _, key = api_keys.create_key(conn, t.tenant, ["send", "read"], "ab")
+            _, key = api_keys.create_key(conn, t.tenant, ["send", "read"], "ab", vault=t.vault)
         for i in range(WARM):
             t.notify(**body("warm", i))
     with psycopg.connect(url, autocommit=True) as conn:

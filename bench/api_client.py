@@ -40,7 +40,9 @@ def create_key(dsn: str) -> str:
     from tidings.store import api_keys
 
     with engine(dsn, 1) as t, t.db.transaction() as conn:
-        _, plaintext = api_keys.create_key(conn, t.tenant, ["send", "read", "admin"], "bench")
+        _, plaintext = api_keys.create_key(
+            conn, t.tenant, ["send", "read", "admin"], "bench", vault=t.vault
+        )
     return plaintext
 
 

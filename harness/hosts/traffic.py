@@ -49,7 +49,9 @@ def prepare(db_url: str, rate_limit: dict[str, Any]) -> dict[str, str]:
             view.publish_policy(policy)
             view.publish_template("offer", channel="sms", body="A spot opened.")
             with t.db.transaction() as conn:
-                _, keys[tenant] = create_key(conn, tenant, ("send", "read", "admin"), "hosts")
+                _, keys[tenant] = create_key(
+                    conn, tenant, ("send", "read", "admin"), "hosts", vault=t.vault
+                )
     return keys
 
 

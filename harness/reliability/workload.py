@@ -111,7 +111,11 @@ class Workload:
         )
         with self.t.db.transaction() as conn:
             _, self.api_key = create_key(
-                conn, self.t.tenant, ("send", "read", "admin", "webhook"), "reliability"
+                conn,
+                self.t.tenant,
+                ("send", "read", "admin", "webhook"),
+                "reliability",
+                vault=self.t.vault,
             )
         rival = self.t.for_tenant(RIVAL_TENANT)
         for channel in ("sms", "email"):
@@ -124,8 +128,12 @@ class Workload:
                 required_variables=["name", "booking"],
             )
         with self.t.db.transaction() as conn:
-            _, self.rival_key = create_key(conn, RIVAL_TENANT, ("send", "read"), "rival")
-            _, self.rival_admin_key = create_key(conn, RIVAL_TENANT, ("admin",), "rival admin")
+            _, self.rival_key = create_key(
+                conn, RIVAL_TENANT, ("send", "read"), "rival", vault=self.t.vault
+            )
+            _, self.rival_admin_key = create_key(
+                conn, RIVAL_TENANT, ("admin",), "rival admin", vault=self.t.vault
+            )
 
     # --- creating --------------------------------------------------------
 

@@ -76,6 +76,12 @@ class Settings(BaseSettings):
     # the limit off.
     api_rate_per_second: float = 1000.0
     api_rate_burst: int = 2000
+    # Requests whose key (or console session) does not authenticate, per
+    # client address and per key id, per API process, and how many may come
+    # at once; past it they answer 429 before any database read
+    # (domain/auth_failures.py). 0 turns the limit off.
+    auth_failure_rate_per_second: float = 1.0
+    auth_failure_burst: int = 20
     # One template render (templates/limits.py): loop iterations and calls,
     # bytes per rendered part, seconds. Past one, the send fails with
     # RENDER_LIMIT; constants past them are refused at publish.

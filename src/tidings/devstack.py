@@ -115,7 +115,9 @@ class DevStack:
 
     def dev_key(self) -> str:
         with self.tidings.db.transaction() as conn:
-            _, plaintext = create_key(conn, self.tidings.tenant, ALL_SCOPES, "tidings up")
+            _, plaintext = create_key(
+                conn, self.tidings.tenant, ALL_SCOPES, "tidings up", vault=self.tidings.vault
+            )
         return plaintext
 
     def _start_simulator(self) -> None:

@@ -80,7 +80,7 @@ def keys_create(
         try:
             with t.db.transaction() as conn:
                 key_id, plaintext = create_key(
-                    conn, tenant, scopes.split(","), name, now=now, expires_at=until
+                    conn, tenant, scopes.split(","), name, now=now, expires_at=until, vault=t.vault
                 )
         except InvalidInput as exc:
             errors.print(f"error: {exc}", markup=False, highlight=False)
@@ -133,8 +133,9 @@ def keys_revoke(
         str | None, typer.Option(help="the key's tenant (needed only if two tenants share the id)")
     ] = None,
 ) -> None:
-    """Revoke a key now; its console sessions end too. Exit 1 if no live key matched."""
-    from tidings.store.api_keys import revoke, tenants_with_key
+    """Revoke a key now, and every key it minted (and theirs); their console
+    sessions end too. Exit 1 if no live key matched."""
+    from tidings.store.api_keys import descendants, revoke, tenants_with_key
 
     with _tidings(tenant) as t, t.db.transaction() as conn:
         owners = [tenant] if tenant else tenants_with_key(conn, key_id)
@@ -142,10 +143,14 @@ def keys_revoke(
             errors.print(f"key id {key_id} exists in tenants {', '.join(owners)}: add --tenant")
             raise typer.Exit(2)
         revoked = bool(owners) and revoke(conn, owners[0], key_id, now=t.clock.now())
+        below = descendants(conn, owners[0], key_id) if revoked else []
     if not revoked:
         errors.print(f"no live key {key_id}" + (f" in tenant {tenant}" if tenant else ""))
         raise typer.Exit(1)
-    console.print(f"revoked key {key_id} of tenant {owners[0]}", markup=False, highlight=False)
+    minted = f", and the keys it minted: {', '.join(below)}" if below else ""
+    console.print(
+        f"revoked key {key_id} of tenant {owners[0]}{minted}", markup=False, highlight=False
+    )
 
 
 def _when(value: datetime | None) -> str:

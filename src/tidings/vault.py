@@ -58,10 +58,16 @@ class Vault:
         self._aead = AESGCM(_derive(raw, b"tidings destination aes-256-gcm"))
         self._fernet = Fernet(base64.urlsafe_b64encode(_derive(raw, b"tidings destination")))
         self._hash_key = _derive(raw, b"tidings destination hash")
+        self._api_key_hash_key = _derive(raw, b"tidings api key hash")
 
     def reference(self, channel: str, destination: str) -> str:
         digest = hmac.new(self._hash_key, f"{channel}:{destination}".encode(), hashlib.sha256)
         return digest.hexdigest()
+
+    def api_key_hash(self, plaintext: str) -> str:
+        """What the database keeps of an API key (store/api_keys.py): keyed,
+        so a copy of the table alone cannot confirm a guessed key."""
+        return hmac.new(self._api_key_hash_key, plaintext.encode(), hashlib.sha256).hexdigest()
 
     def encrypt(self, destination: str) -> bytes:
         nonce = os.urandom(NONCE_BYTES)

@@ -143,7 +143,7 @@ def console(pg_server_url: str, template_db: str) -> Iterator[Console]:
     t = with_example_policy(Tidings(db_url, clock=clock, secret_key=TEST_SECRET))
     canceled_id, canceled_at = _fill(t, clock)
     with t.db.transaction() as conn:
-        _, key = api_keys.create_key(conn, t.tenant, ["read"], "console test")
+        _, key = api_keys.create_key(conn, t.tenant, ["read"], "console test", vault=t.vault)
     app = FastAPI()
     app.include_router(console_router(t.runtime), prefix="/console")
     port = _free_port()
@@ -320,7 +320,9 @@ def test_access_is_per_key_and_per_tenant(console: Console) -> None:
         assert client.get("/static/console.css").status_code == 200
         assert client.get("/static/..%2Fdata.py").status_code == 404
     with console.tidings.db.transaction() as conn:
-        _, send_only = api_keys.create_key(conn, console.tidings.tenant, ["send"], "no read")
+        _, send_only = api_keys.create_key(
+            conn, console.tidings.tenant, ["send"], "no read", vault=console.tidings.vault
+        )
     with httpx.Client(base_url=console.url) as client:
         denied = client.get("/", headers={"Authorization": f"Bearer {send_only}"})
         assert denied.status_code == 403
@@ -357,7 +359,7 @@ def test_a_job_row_becomes_progress() -> None:
 
 def test_an_empty_tenant_renders_every_page(tidings: Tidings) -> None:
     with tidings.db.transaction() as conn:
-        _, key = api_keys.create_key(conn, tidings.tenant, ["read"], "empty")
+        _, key = api_keys.create_key(conn, tidings.tenant, ["read"], "empty", vault=tidings.vault)
     app = FastAPI()
     app.include_router(console_router(tidings.runtime), prefix="/ops")  # any prefix works
     with TestClient(app) as client:

@@ -63,7 +63,9 @@ def test_api_and_workers_through_pgbouncer_lose_nothing_and_send_nothing_twice(
     with with_example_policy(Tidings(db_url, secret_key=TEST_SECRET)) as t:
         setup(t)
         with t.db.transaction() as conn:
-            _, key = create_key(conn, t.tenant, ("send", "read", "admin"), "pgbouncer test")
+            _, key = create_key(
+                conn, t.tenant, ("send", "read", "admin"), "pgbouncer test", vault=t.vault
+            )
     headers = {"Authorization": f"Bearer {key}"}
     with pgbouncer(db_url) as port, simulator(seed=8, latency_ms=20) as sim:
         pooled = through(db_url, port)

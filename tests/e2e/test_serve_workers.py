@@ -42,7 +42,7 @@ def test_several_api_processes_share_the_port_and_stop_together(
     t = with_example_policy(Tidings(db_url, secret_key=TEST_SECRET))
     t.publish_template("notice", channel="sms", body="Notice {{ n }}", required_variables=["n"])
     with t.db.transaction() as conn:
-        _, key = api_keys.create_key(conn, t.tenant, ["send", "read"], "test")
+        _, key = api_keys.create_key(conn, t.tenant, ["send", "read"], "test", vault=t.vault)
     t.close()
     port = free_port()
     base = f"http://127.0.0.1:{port}"

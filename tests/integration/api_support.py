@@ -38,7 +38,7 @@ def new_key(
     if policy:
         publish_example_policy(t, tenant)
     with t.db.transaction() as conn:
-        _, plaintext = create_key(conn, tenant, scopes, f"test key for {tenant}")
+        _, plaintext = create_key(conn, tenant, scopes, f"test key for {tenant}", vault=t.vault)
     return plaintext
 
 

@@ -91,14 +91,14 @@ def test_keys_are_stored_only_as_hashes(tidings: Tidings, db_url: str) -> None:
         rows = conn.execute("SELECT row_to_json(k)::text FROM api_keys k").fetchall()
     assert len(rows) == 1 and key not in rows[0][0] and key.split("_", 2)[2] not in rows[0][0]
     with tidings.db.transaction() as conn:
-        principal = api_keys.authenticate(conn, key)
+        principal = api_keys.authenticate(conn, key, tidings.vault)
     assert principal is not None
     assert principal.tenant_id == "acme" and principal.scopes == frozenset({"read"})
 
 
 def test_unknown_scopes_are_refused(tidings: Tidings) -> None:
     with pytest.raises(ValueError, match="scope"), tidings.db.transaction() as conn:
-        api_keys.create_key(conn, "acme", ["read", "root"], "bad")
+        api_keys.create_key(conn, "acme", ["read", "root"], "bad", vault=tidings.vault)
 
 
 def test_another_tenants_intent_is_404_exactly_like_a_missing_one(

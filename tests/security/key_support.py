@@ -21,7 +21,7 @@ def client(t: Tidings, settings: ApiSettings | None = None, **options: Any) -> T
 
 def new_key(t: Tidings, tenant: str, scopes: Iterable[str]) -> str:
     with t.db.transaction() as conn:
-        _, plaintext = create_key(conn, tenant, scopes, f"test key for {tenant}")
+        _, plaintext = create_key(conn, tenant, scopes, f"test key for {tenant}", vault=t.vault)
     return plaintext
 
 

@@ -33,7 +33,7 @@ def _plant_other_tenant(db_url: str) -> str:
             event_class="merger-announcement",
         )
         with acme.db.transaction() as conn:
-            _, key = create_key(conn, "hostile", ALL_SCOPES, "hostile tenant")
+            _, key = create_key(conn, "hostile", ALL_SCOPES, "hostile tenant", vault=acme.vault)
     return key
 
 

@@ -25,6 +25,7 @@ from tidings.api.upload_slots import UploadSlots
 from tidings.client import Tidings
 from tidings.config import Settings
 from tidings.console import console_router
+from tidings.domain.auth_failures import AuthFailures
 from tidings.providers.accounts import ProviderAccounts
 from tidings.providers.base import ProviderAdapter
 
@@ -58,6 +59,10 @@ class ApiSettings:
     uploads_per_tenant: int = 2
     api_rate_per_second: float = 1000.0
     api_rate_burst: int = 2000
+    # Failed authentications per client address and per key id, in process,
+    # checked before any database read (domain/auth_failures.py); 0: off.
+    auth_failure_rate_per_second: float = 1.0
+    auth_failure_burst: int = 20
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ApiSettings:
@@ -69,6 +74,8 @@ class ApiSettings:
             uploads_per_tenant=settings.uploads_per_tenant,
             api_rate_per_second=settings.api_rate_per_second,
             api_rate_burst=settings.api_rate_burst,
+            auth_failure_rate_per_second=settings.auth_failure_rate_per_second,
+            auth_failure_burst=settings.auth_failure_burst,
             max_upload_bytes=settings.max_upload_bytes,
             public_base_url=settings.public_base_url,
         )
@@ -88,6 +95,9 @@ def create_app(
     app.state.adapters = ProviderAccounts(adapters or {})
     app.state.api_settings = config
     app.state.rate_limit = TenantRateLimit(config.api_rate_per_second, config.api_rate_burst)
+    app.state.auth_failures = AuthFailures(
+        config.auth_failure_rate_per_second, config.auth_failure_burst
+    )
     app.state.upload_slots = UploadSlots(config.uploads_per_tenant)
     for router in ROUTERS:
         app.include_router(router)

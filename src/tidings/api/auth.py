@@ -19,9 +19,10 @@ from fastapi import Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from tidings.api.problems import PENDING_ADMISSION, Forbidden, Unauthenticated
+from tidings.api.problems import PENDING_ADMISSION, Forbidden, TooManyRequests, Unauthenticated
 from tidings.api.rate_limit import TenantRateLimit
 from tidings.client import Tidings
+from tidings.domain.auth_failures import AuthFailures, presented
 from tidings.store import api_keys
 from tidings.store.api_keys import Principal, Refusal
 
@@ -70,15 +71,40 @@ def _statements(root: Tidings, conn: Conn | None) -> Iterator[Conn]:
 
 
 def authenticate(
-    root: Tidings, credentials: HTTPAuthorizationCredentials | None, conn: Conn | None = None
+    request: Request,
+    root: Tidings,
+    credentials: HTTPAuthorizationCredentials | None,
+    conn: Conn | None = None,
 ) -> Principal:
+    """The key's principal, or 401. A key that does not authenticate spends
+    its address's and key id's budget, and an address or key id without
+    budget answers 429 before the database is read (domain/auth_failures.py)."""
     if credentials is None:
         raise Unauthenticated()
-    with _statements(root, conn) as reading:
-        found = api_keys.check(reading, credentials.credentials, root.clock.now())
+    key = credentials.credentials
+    gate: AuthFailures | None = getattr(request.app.state, "auth_failures", None)
+    host = request.client.host if request.client else None
+    attempt = presented(gate, host, api_keys.key_id_of(key), root.clock.now())
+    wait = attempt.retry_after()
+    if wait is not None:
+        raise too_many_failures(wait)
+    found: Principal | Refusal = Refusal.UNKNOWN  # malformed: nothing to read
+    if attempt.key_id is not None:
+        with _statements(root, conn) as reading:
+            found = api_keys.check(reading, key, attempt.now, root.vault)
     if isinstance(found, Refusal):
+        attempt.failed()
         raise Unauthenticated(REFUSALS[found], code=found.value)
     return found
+
+
+def too_many_failures(retry_after: int) -> TooManyRequests:
+    return TooManyRequests(
+        "RATE_LIMITED",
+        "too many requests from this address or for this key id did not authenticate;"
+        f" retry in {retry_after} s",
+        retry_after,
+    )
 
 
 def within_rate(
@@ -105,7 +131,7 @@ def admit(
 ) -> Caller:
     """The caller, if its key is live, within its tenant's rate and has
     `scope`; 401, 403 or 429 otherwise. On `conn` when given."""
-    principal = authenticate(root, credentials, conn)
+    principal = authenticate(request, root, credentials, conn)
     within_rate(request, root, principal, conn)
     if not principal.allows(scope):
         raise Forbidden(f"this API key lacks the {scope!r} scope")

@@ -67,12 +67,27 @@ class TenantRateLimit:
         """`conn`, in autocommit, is the caller's: a batch is taken on it
         rather than on a second connection it would wait for while holding
         one (with every pooled connection held so, none would come)."""
+        retry_after = self.wait(db, tenant, now, conn)
+        if retry_after is not None:
+            raise _refused(retry_after)
+
+    def wait(
+        self,
+        db: Database,
+        tenant: str,
+        now: datetime,
+        conn: psycopg.Connection[Any] | None = None,
+    ) -> int | None:
+        """Admit the request (None), or the seconds until the tenant may
+        come back: `admit` without raising, for the console's pages."""
         if not self.enabled:
-            return
+            return None
         with self._lock:
             local = self._local.setdefault(tenant, _Local())
+            if local.refused_until is not None and now < local.refused_until:
+                return max(1, math.ceil((local.refused_until - now).total_seconds()))
             if self._spend_local(local, now):
-                return
+                return None
         granted, tokens = self._take(db, tenant, now, conn)
         with self._lock:
             if granted > 0:
@@ -81,15 +96,13 @@ class TenantRateLimit:
                 held = local.tokens if now < local.expires_at else 0
                 local.tokens, local.expires_at = held + granted - 1, now + HOLD
                 local.refused_until = None
-                return
+                return None
             # The bucket refills at `rate`: the next whole token is this far off.
             retry_after = max(1, math.ceil((1 - tokens) / self.rate))
             local.refused_until = now + timedelta(seconds=retry_after)
-        raise _refused(retry_after)
+        return retry_after
 
     def _spend_local(self, local: _Local, now: datetime) -> bool:
-        if local.refused_until is not None and now < local.refused_until:
-            raise _refused(max(1, math.ceil((local.refused_until - now).total_seconds())))
         if local.tokens > 0 and now < local.expires_at:
             local.tokens -= 1
             return True

@@ -24,7 +24,15 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from tidings.console import csrf, data
-from tidings.console.auth import COOKIE, Denied, Viewer, check_key, viewer
+from tidings.console.auth import (
+    COOKIE,
+    Denied,
+    Viewer,
+    check_key,
+    presented_key,
+    viewer,
+    within_rate,
+)
 from tidings.console.chart import progress_bar, states_chart
 from tidings.observability.alert_rules import duration_text
 from tidings.runtime import Runtime
@@ -125,17 +133,25 @@ def console_router(
         try:
             who = viewer(request, runtime)
         except Denied as denied:
-            if denied.status == 401:
-                return page(request, "login.html", 401, message=denied.message)
-            return page(request, "error.html", 403, title="Not allowed", message=denied.message)
+            return refused(request, denied)
         return render(who)
+
+    def refused(request: Request, denied: Denied) -> Response:
+        if denied.status == 401:
+            return page(request, "login.html", 401, message=denied.message)
+        title = "Too many requests" if denied.status == 429 else "Not allowed"
+        response = page(request, "error.html", denied.status, title=title, message=denied.message)
+        if denied.retry_after is not None:
+            response.headers["Retry-After"] = str(denied.retry_after)
+        return response
 
     def forged(request: Request, form: dict[str, list[str]]) -> bool:
         submitted = (form.get(csrf.FIELD) or [""])[0]
         return not csrf.form_is_genuine(request, submitted, public_base_url)
 
-    def sign_in(key: str) -> str:
-        principal = check_key(runtime, key)
+    def sign_in(request: Request, key: str) -> str:
+        principal = check_key(runtime, key, presented_key(request, runtime, key))
+        within_rate(request, runtime, principal)
         with runtime.db.transaction() as conn:
             return console_sessions.start(conn, principal, runtime.clock.now(), session_ttl)
 
@@ -190,9 +206,12 @@ def console_router(
             return page(request, "login.html", 403, message=message)
         key = (form.get("key") or [""])[0].strip()
         try:
-            session_id = await run_in_threadpool(sign_in, key)
+            session_id = await run_in_threadpool(sign_in, request, key)
         except Denied as denied:
-            return page(request, "login.html", denied.status, message=denied.message)
+            response = page(request, "login.html", denied.status, message=denied.message)
+            if denied.retry_after is not None:
+                response.headers["Retry-After"] = str(denied.retry_after)
+            return response
         response = RedirectResponse(f"{_base(request)}/", status_code=303, headers=SECURITY_HEADERS)
         cookie(request, response, COOKIE, session_id, int(session_ttl.total_seconds()))
         return response

@@ -30,7 +30,7 @@ from uuid import UUID
 import psycopg
 from psycopg.types.json import Jsonb
 
-from tidings.domain.errors import InvalidInput, InvalidLine
+from tidings.domain.errors import Conflict, InvalidInput, InvalidLine
 from tidings.domain.ids import uuid7
 from tidings.jobs.request import MAX_AUDIENCE, AudienceMember, parse_member
 from tidings.store.database import execute, fetch_one
@@ -42,6 +42,11 @@ CHUNK_ROWS = 1000
 # Long enough to upload now and create the job after a review; short
 # enough that an abandoned upload's encrypted destinations do not linger.
 UPLOAD_TTL = timedelta(hours=24)
+# Uploads a tenant may hold unused (in progress, or waiting for a job) and
+# unexpired: with the body limit (TIDINGS_MAX_UPLOAD_BYTES, 1 GiB) this
+# bounds what one tenant can leave staged in the shared database
+# (invariant 11). Used and expired uploads do not count.
+MAX_PENDING_UPLOADS = 10
 
 MEMBER_COLUMNS = (
     "tenant_id",
@@ -58,6 +63,10 @@ MEMBER_COLUMNS = (
     "preferences",
     "variables",
 )
+
+
+class TooManyPendingUploads(Conflict):
+    code = "TOO_MANY_PENDING_UPLOADS"
 
 
 @dataclass(frozen=True)
@@ -124,7 +133,17 @@ def begin(
     positions: Positions,
     ttl: timedelta = UPLOAD_TTL,
 ) -> Staging:
-    """A new upload, unsettled (no job can use it) until `Staging.finish`."""
+    """A new upload, unsettled (no job can use it) until `Staging.finish`.
+
+    Refused past `MAX_PENDING_UPLOADS`. Two uploads begun at the same moment
+    may both pass the count: the overshoot is at most the uploads in flight
+    (TIDINGS_UPLOADS_PER_TENANT per API process)."""
+    pending = fetch_one(conn, "count_pending_audience_uploads", {"tenant_id": tenant, "now": now})
+    if pending is not None and pending["n"] >= MAX_PENDING_UPLOADS:
+        raise TooManyPendingUploads(
+            f"tenant {tenant!r} holds {MAX_PENDING_UPLOADS} unused uploads; create jobs from"
+            " them or let them expire first"
+        )
     upload_id = uuid7(now)
     params = {"tenant_id": tenant, "id": upload_id, "actor": actor, "now": now}
     execute(conn, "insert_audience_upload", {**params, "expires_at": now + ttl})

@@ -76,7 +76,7 @@ class AudienceUploaded(BaseModel):
 @router.post(
     "",
     status_code=201,
-    responses=responses(*WITH_BODY, 408, 415),
+    responses=responses(*WITH_BODY, 408, 409, 415),
     openapi_extra={"requestBody": REQUEST_BODY},
     summary="Upload an audience (NDJSON, streamed) for one bulk job",
 )

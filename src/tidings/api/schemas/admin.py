@@ -155,6 +155,10 @@ class KeyIn(RequestModel):
 
 class KeyOut(BaseModel):
     key_id: str
+    parent_key_id: str | None = Field(
+        description="The key that minted this one (it expires no later, and is revoked with it);"
+        " null for a key an operator made"
+    )
     name: str
     scopes: list[str]
     state: Literal["live", "expired", "revoked"]
@@ -165,6 +169,13 @@ class KeyOut(BaseModel):
 
 class KeyCreated(KeyOut):
     key: str = Field(description="The key itself: shown this once, never again")
+
+
+class KeyRevoked(KeyOut):
+    revoked_descendants: list[str] = Field(
+        description="The ids of every key below this one (minted by it, or by those),"
+        " all revoked with it"
+    )
 
 
 class KeyList(BaseModel):

@@ -385,14 +385,21 @@ CREATE TABLE suppressions (
 
 -- Frequency caps count one recipient's recent attempts per channel.
 CREATE INDEX intents_recipient ON intents (tenant_id, recipient_ref, channel);
+-- Bulk cancels by event class or correlation id (migration 0029): one
+-- request, one rate token, so never a walk of all the tenant's intents.
+CREATE INDEX intents_event_class ON intents (tenant_id, event_class, id);
+CREATE INDEX intents_correlation ON intents (tenant_id, correlation_id, id)
+    WHERE correlation_id IS NOT NULL;
 
 -- Zones an SMS destination may be in, when the caller gave no time zone:
 -- a send window must then be open in all of them.
 ALTER TABLE intents ADD COLUMN candidate_timezones text[] NOT NULL DEFAULT '{}';
 
--- API keys, one set per tenant. Only a sha256 of each key is stored: the
--- key is 256 bits of randomness, so a plain hash is enough (no slow KDF
--- needed) and a stolen table reveals no usable key.
+-- API keys, one set per tenant. Only an HMAC-SHA256 of each key is
+-- stored, keyed by a key derived from TIDINGS_SECRET_KEY (keys made before
+-- were a plain sha256, rehashed on use): the key is 256 bits of
+-- randomness, so no slow KDF is needed, and the table alone cannot
+-- confirm a guessed key.
 CREATE TABLE api_keys (
     tenant_id   text        NOT NULL REFERENCES tenants (tenant_id),
     key_id      text        NOT NULL,
@@ -415,6 +422,13 @@ CREATE TABLE api_keys (
 -- 256 random bits make a collision moot. Revoked and expired keys are
 -- found too, so a client is told why its key stopped working.
 CREATE INDEX api_keys_by_hash ON api_keys (key_hash);
+
+-- A key minted through the API by another key names it, its parent: it
+-- expires no later than its parent, and revoking a key revokes every key
+-- below it (migration 0029). Operators' keys have no parent.
+ALTER TABLE api_keys ADD COLUMN parent_key_id text;
+CREATE INDEX api_keys_children ON api_keys (tenant_id, parent_key_id)
+    WHERE parent_key_id IS NOT NULL;
 
 -- A console session: only a sha256 of its random id is stored, so a read
 -- of this table cannot sign anyone in. Scopes are read from the key at

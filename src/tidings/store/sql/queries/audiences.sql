@@ -4,6 +4,12 @@
 INSERT INTO audience_uploads (tenant_id, id, size, version, created_by, created_at, expires_at)
 VALUES (%(tenant_id)s, %(id)s, 0, '', %(actor)s, %(now)s, %(expires_at)s);
 
+-- name: count_pending_audience_uploads
+-- A tenant's uploads no job has used yet, in progress or settled, and not
+-- expired: what jobs/uploads.py bounds per tenant.
+SELECT count(*) AS n FROM audience_uploads
+WHERE tenant_id = %(tenant_id)s AND consumed_at IS NULL AND expires_at > %(now)s;
+
 -- name: settle_audience_upload
 UPDATE audience_uploads SET size = %(size)s, version = %(version)s
 WHERE tenant_id = %(tenant_id)s AND id = %(id)s
