@@ -54,6 +54,10 @@ NEAR_DEADLINE_S = (15.0, 60.0)
 # The harness's own pool meets the same dead connections as everyone after a
 # restart; its writes are idempotent by key, so it simply tries again.
 RETRIES = 8
+# 4,000 distinct non-ASCII characters: punycode's encoder is quadratic in
+# them, one call the render budget could not interrupt (issue #39).
+PUNYCODE_BOMB = "".join(chr(0x4E00 + i) for i in range(4000))
+PUNYCODE_INTENTS = 4
 
 
 def retrying(action: Callable[[], T]) -> T:
@@ -86,6 +90,7 @@ class Workload:
     rival_admin_key: str = ""
     hostile_intents: list[str] = field(default_factory=list)
     hostile_findings: list[str] = field(default_factory=list)
+    bomb_intents: list[str] = field(default_factory=list)
     created: Counter[str] = field(default_factory=Counter)
     outcomes: Counter[str] = field(default_factory=Counter)
     mismatches: list[str] = field(default_factory=list)
@@ -132,7 +137,7 @@ class Workload:
                 conn, RIVAL_TENANT, ("send", "read"), "rival", vault=self.t.vault
             )
             _, self.rival_admin_key = create_key(
-                conn, RIVAL_TENANT, ("admin",), "rival admin", vault=self.t.vault
+                conn, RIVAL_TENANT, ("send", "admin"), "rival admin", vault=self.t.vault
             )
 
     # --- creating --------------------------------------------------------
@@ -278,7 +283,52 @@ class Workload:
         pointed = retrying(lambda: self._plant(doc))
         with self._lock:
             self.hostile_intents += pointed
-        return f"API answered {status}; planted, {len(pointed)} unsent intents pointed at it"
+        bombs = self._punycode_bombs()
+        return (
+            f"API answered {status}; planted, {len(pointed)} unsent intents pointed at it;"
+            f" {bombs} punycode renders queued"
+        )
+
+    def _punycode_bombs(self) -> int:
+        """The rival publishes a template whose one call (`encode`) once held
+        a worker past its render budget, and asks for a few intents with it:
+        each must fail RENDER_LIMIT and hold up nobody else."""
+        auth = {"Authorization": f"Bearer {self.rival_admin_key}"}
+        template = {
+            "name": f"bomb_{self.tag}",
+            "channel": "sms",
+            "locale": "en",
+            "body": '{{ "' + PUNYCODE_BOMB + '".encode("punycode")|length }}',
+            "required_variables": [],
+        }
+        published = None
+        for _ in range(RETRIES):  # the API may be restarting under a fault
+            published = call("POST", f"{self.api_url}/v1/templates", json=template, headers=auth)
+            if published is not None:
+                break
+            time.sleep(1.0)
+        if published is None or published.status_code != 201:
+            status = published.status_code if published is not None else "unreachable"
+            self.hostile_findings.append(f"POST /v1/templates with the punycode bomb: {status}")
+            return 0
+        made = 0
+        for n in range(PUNYCODE_INTENTS):
+            wire = {
+                "idempotency_key": f"rel:{self.tag}:bomb:{n}",
+                "channel": "sms",
+                "recipient": {"ref": f"bomb-{n}", "phone": "+14155550123"},
+                "template": {"name": template["name"]},
+                "variables": {},
+                "purpose": "transactional",
+                "event_class": "bomb",
+            }
+            answer = call("POST", f"{self.api_url}/v1/intents", json=wire, headers=auth)
+            if answer is not None and answer.status_code == 201:
+                with self._lock:
+                    self.bomb_intents.append(str(answer.json()["id"]))
+                made += 1
+        self._count(f"punycode_intents_{made}")
+        return made
 
     def _plant(self, doc: dict[str, Any]) -> list[str]:
         # Published long ago, so it is never the rival's current version:
@@ -311,6 +361,13 @@ class Workload:
                 r["state"] == "failed" and r["decision_code"] != "UNDECODABLE"
             ):
                 found.append(f"hostile intent {r['id']} ended {r['state']}/{r['decision_code']}")
+            bombs = conn.execute(
+                "SELECT id, state, decision_code FROM intents WHERE id = ANY(%s)",
+                [self.bomb_intents],
+            ).fetchall()
+        for r in bombs:
+            if (r["state"], r["decision_code"]) != ("failed", "RENDER_LIMIT"):
+                found.append(f"punycode intent {r['id']} ended {r['state']}/{r['decision_code']}")
         return found
 
     # --- cancelling ------------------------------------------------------
