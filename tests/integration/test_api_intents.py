@@ -209,7 +209,8 @@ def test_a_request_while_the_database_is_down_is_a_retryable_503() -> None:
         http = client(gone)
         response = http.post(
             "/v1/intents",
-            headers={"Authorization": "Bearer tid_whatever"},
+            # Shaped like a key, so it is looked up (a malformed one is refused unread).
+            headers={"Authorization": "Bearer tdg_0a1b2c_whatever"},
             json={"idempotency_key": "k"},
         )
         problem = is_problem(response, 503, "UNAVAILABLE")
