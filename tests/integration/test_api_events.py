@@ -27,7 +27,7 @@ def read(api: TestClient, after: str | None = None, limit: int = 100) -> dict[st
     return dict(answer.json())
 
 
-def read_until(api: TestClient, after: str | None, n: int, timeout: float = 10.0) -> dict[str, Any]:
+def read_until(api: TestClient, after: str | None, n: int, timeout: float = 60.0) -> dict[str, Any]:
     # The database is shared: another session's running transaction may hold
     # the visibility horizon back for a moment, never forever.
     deadline = time.monotonic() + timeout

@@ -12,13 +12,15 @@ filter must find its rows through an index that names it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
 
 import psycopg
 import pytest
 
-from tests.conftest import TEST_SECRET
+from tests.conftest import TEST_SECRET, publish_example_policy
+from tests.databases import clone_database, drop_database
 from tests.integration.dispatch_helpers import offer, publish_offer_template
 from tests.security.key_support import auth, client, new_key
 from tidings import ManualClock, Tidings
@@ -40,12 +42,16 @@ def index_conditions(node: dict[str, Any]) -> list[str]:
     return found
 
 
-@pytest.fixture
-def many_intents(tidings: Tidings, db_url: str) -> str:
+@pytest.fixture(scope="module")
+def many_intents(pg_server_url: str, template_db: str) -> Iterator[str]:
     """20,000 intents of the `default` tenant, copies of one real intent
-    spread over 50 event classes, 2,000 recipients and 500 correlation ids."""
-    publish_offer_template(tidings)
-    offer(tidings, 1)
+    spread over 50 event classes, 2,000 recipients and 500 correlation ids;
+    made once for the module's cases, in a database of its own."""
+    name, db_url = clone_database(pg_server_url, template_db)
+    with Tidings(db_url, clock=ManualClock(), secret_key=TEST_SECRET) as t:
+        publish_example_policy(t)
+        publish_offer_template(t)
+        offer(t, 1)
     with psycopg.connect(db_url, autocommit=True) as conn:
         conn.execute(
             """
@@ -58,7 +64,8 @@ def many_intents(tidings: Tidings, db_url: str) -> str:
             """
         )
         conn.execute("ANALYZE intents")
-    return db_url
+    yield db_url
+    drop_database(pg_server_url, name)
 
 
 @pytest.mark.parametrize("query", ["cancel_candidates", "count_final_matching"])

@@ -22,12 +22,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
-from tidings.dispatch.isolation import FAILS_ALONE, ROW_UNREADABLE, note_alone
 from tidings.domain.clock import Clock
 from tidings.outbound import OutboundClient, OutboundError
 from tidings.signing import SIGNATURE_HEADER, sign
 from tidings.store import event_webhooks, events
 from tidings.store.database import Database
+from tidings.store.isolation import FAILS_ALONE, ROW_UNREADABLE, note_alone
 from tidings.vault import Vault
 
 log = logging.getLogger("tidings.events")

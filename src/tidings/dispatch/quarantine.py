@@ -30,22 +30,13 @@ from tidings.dispatch.claim import Claimed, ClaimRequest, claim_batch
 from tidings.dispatch.gate import RecipientFacts
 from tidings.dispatch.message import UNRENDERABLE
 from tidings.store.database import Database, fetch_all, fetch_one
+from tidings.store.isolation import UNREADABLE
 
 log = logging.getLogger("tidings.quarantine")
 
 UNDECODABLE = "UNDECODABLE"
 QUARANTINE_CODES = (UNDECODABLE, UNRENDERABLE)
 
-# What reading or deciding one bad row raises: psycopg cannot load a value,
-# Python cannot parse or hold it (`datetime.fromisoformat`, a date overflow),
-# or JSON nested too deep to decode. Not psycopg.OperationalError and the
-# like: a database that is away says nothing about any row.
-UNREADABLE: tuple[type[BaseException], ...] = (
-    psycopg.DataError,
-    ValueError,
-    ArithmeticError,
-    RecursionError,
-)
 
 T = TypeVar("T")
 

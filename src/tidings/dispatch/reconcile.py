@@ -20,7 +20,6 @@ from typing import Any
 import psycopg
 
 from tidings.dispatch.gate import sent_policy
-from tidings.dispatch.isolation import FAILS_ALONE, note_alone, quarantine_sending
 from tidings.dispatch.lookup import Evidence, look_up
 from tidings.dispatch.observe import apply_observation, carry_settled_attempt
 from tidings.domain.attempts import NOT_RECEIVED_FROM, STILL_OPEN
@@ -35,6 +34,7 @@ from tidings.providers.errors import ProviderError, ProviderUnavailable
 from tidings.store import attempts, ledger
 from tidings.store.attempts import AttemptRef, DueCheck
 from tidings.store.database import Database, fetch_all
+from tidings.store.isolation import FAILS_ALONE, note_alone, quarantine_sending
 from tidings.vault import Vault
 
 Conn = psycopg.Connection[Any]
@@ -63,7 +63,7 @@ def recover_leases(conn: Conn, now: datetime, limit: int = 100) -> int:
 
     Each intent in a savepoint of its own: one whose row or policy version
     cannot be used (missing, quarantined, past the limits) is quarantined
-    alone (dispatch/isolation.py) and the others are recovered."""
+    alone (store/isolation.py) and the others are recovered."""
     rows = fetch_all(conn, "expired_leases", {"now": now, "limit": limit})
     for row in rows:
         recover_one(conn, row, now)

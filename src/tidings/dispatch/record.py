@@ -19,7 +19,6 @@ from typing import Any
 import psycopg
 
 from tidings.dispatch.claim import Claimed
-from tidings.dispatch.isolation import FAILS_ALONE, POLICY_UNREADABLE, note
 from tidings.dispatch.observe import carry_settled_attempt, recording_provider_ids, rematch
 from tidings.domain.attempts import WORKER_SETTLES_FROM
 from tidings.domain.errors import StaleTransition
@@ -38,6 +37,7 @@ from tidings.providers.outcomes import (
 )
 from tidings.store import attempts, contacts, ledger
 from tidings.store.attempts import AttemptRef
+from tidings.store.isolation import FAILS_ALONE, POLICY_UNREADABLE, note
 
 Conn = psycopg.Connection[Any]
 

@@ -23,7 +23,6 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from tidings.dispatch.isolation import FAILS_ALONE, note_alone
 from tidings.dispatch.retention_months import Clocks, drop_due_months, overdue_kept
 from tidings.domain.evidence_months import IdRange
 from tidings.domain.policy_bounds import MAX_RETENTION_DAYS
@@ -31,6 +30,7 @@ from tidings.domain.policy_document import Retention
 from tidings.store import evidence_partitions, policies
 from tidings.store.database import Database, execute, fetch_all, fetch_one
 from tidings.store.evidence_partitions import EvidenceMonth
+from tidings.store.isolation import FAILS_ALONE, note_alone
 
 BATCH = 1000
 COUNTS = (
@@ -91,7 +91,7 @@ KEEP_ALL = Retention(*(MAX_RETENTION_DAYS,) * 4)
 def _clocks(
     db: Database, groups: list[dict[str, Any]], now: datetime
 ) -> tuple[dict[tuple[str, str], Retention], set[tuple[str, str]]]:
-    """Each group's clocks; and the groups set aside (dispatch/isolation.py)."""
+    """Each group's clocks; and the groups set aside (store/isolation.py)."""
     clocks: dict[tuple[str, str], Retention] = {}
     set_aside: set[tuple[str, str]] = set()
     for g in groups:

@@ -33,7 +33,7 @@ from tidings.dispatch.gate import RecipientFacts
 from tidings.dispatch.message import Minter, PrepareError, TemplateCache, prepare
 from tidings.dispatch.minting import MintUnavailable
 from tidings.dispatch.provider_call import call_provider
-from tidings.dispatch.quarantine import UNREADABLE, claim_row_by_row
+from tidings.dispatch.quarantine import claim_row_by_row
 from tidings.dispatch.reconcile import run_checks
 from tidings.dispatch.record import (
     IntentOutcome,
@@ -57,6 +57,7 @@ from tidings.providers.outcomes import RejectCode, Retryable
 from tidings.runtime import Runtime
 from tidings.store.attempts import AttemptRef, CallMark, MarkResult, mark_calls_started
 from tidings.store.database import execute
+from tidings.store.isolation import UNREADABLE
 
 log = logging.getLogger("tidings.worker")
 MINT_RETRY_SECONDS = 30.0

@@ -9,14 +9,14 @@ from uuid import UUID
 
 import psycopg
 
-from tidings.dispatch.isolation import quarantine_sending
-from tidings.dispatch.quarantine import UNREADABLE, each_alone
+from tidings.dispatch.quarantine import each_alone
 from tidings.dispatch.reconcile import recover_leases, recover_one
 from tidings.domain.errors import StaleTransition
 from tidings.domain.intent import Intent
 from tidings.domain.transitions import Event
 from tidings.store import ledger
 from tidings.store.database import Database, Row, fetch_all, fetch_one
+from tidings.store.isolation import UNREADABLE, quarantine_sending
 
 Conn = psycopg.Connection[Any]
 SWEEPER = "system:sweeper"

@@ -87,7 +87,7 @@ class PolicyUnreadable(Conflict, LookupError, ValueError):
     """A stored policy version that cannot be used: missing (a bad restore,
     a hand edit), quarantined, or refused by the parser (written around its
     checks). Only that tenant's work stops on it: loops quarantine what
-    names it (dispatch/isolation.py), and its own requests answer 409.
+    names it (store/isolation.py), and its own requests answer 409.
     A LookupError for callers that looked a version up, and a ValueError
     so a claim quarantines the intent like any unreadable row."""
 

@@ -19,7 +19,6 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from tidings.dispatch.isolation import FAILS_ALONE, quarantine_job
 from tidings.domain.channels import ChannelFacts, Mode, Outcome, resolve
 from tidings.domain.decision_inputs import decision_inputs
 from tidings.domain.ids import uuid7
@@ -29,6 +28,7 @@ from tidings.domain.policy_document import Policy
 from tidings.observability.logging import job_context, log_context
 from tidings.store import policies
 from tidings.store.database import Database, execute, fetch_all, fetch_one
+from tidings.store.isolation import FAILS_ALONE, quarantine_job
 
 log = logging.getLogger("tidings.jobs")
 Conn = psycopg.Connection[Any]
@@ -97,7 +97,7 @@ def prepare_next(
             # Its policy version missing or unreadable, or a row that cannot
             # be written (a value past an int4 column): this job alone is set
             # aside, or it would be first in line again every round, for
-            # every tenant (dispatch/isolation.py).
+            # every tenant (store/isolation.py).
             quarantine_job(db, job["tenant_id"], job["id"], now, exc)
             return job
 

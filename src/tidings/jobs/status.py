@@ -48,7 +48,7 @@ def job_status(conn: Conn, tenant: str, job_id: UUID) -> dict[str, Any]:
     return {
         "id": job["id"],
         "status": _status(job["status"], counts),
-        # Set when its preparation was set aside (dispatch/isolation.py).
+        # Set when its preparation was set aside (store/isolation.py).
         "quarantine_code": job["quarantine_code"],
         "counts": dict(counts),
         "counts_by_channel": {c: dict(v) for c, v in by_channel.items()},

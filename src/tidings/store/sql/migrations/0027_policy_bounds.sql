@@ -54,7 +54,7 @@ $$;
 -- its version, and the audit keeps it. A quarantined version is never
 -- current, so the tenant's newest sound version (or none: POLICY_MISSING)
 -- decides new intents; what was frozen on it is quarantined by the loop
--- that reads it (dispatch/isolation.py).
+-- that reads it (store/isolation.py).
 ALTER TABLE policies ADD COLUMN quarantine_code text, ADD COLUMN quarantined_at timestamptz;
 
 -- What a shared loop (lease recovery, recording, job preparation, alert

@@ -21,7 +21,7 @@ RETURNING *;
 
 -- name: claim_preparing_job
 -- A quarantined job (its preparation failed on its own rows or policy,
--- dispatch/isolation.py) is passed over: it would be first every round.
+-- store/isolation.py) is passed over: it would be first every round.
 SELECT * FROM jobs WHERE status = 'preparing' AND quarantine_code IS NULL
 ORDER BY created_at LIMIT 1
 FOR UPDATE SKIP LOCKED;

@@ -148,7 +148,7 @@ FROM q
 GROUP BY tenant_id;
 
 -- name: note_quarantine
--- One tenant's row or document a shared loop set aside (dispatch/isolation.py).
+-- One tenant's row or document a shared loop set aside (store/isolation.py).
 -- Noted once an hour per subject: a loop that meets it every round must
 -- not fill the table.
 INSERT INTO quarantine_log (tenant_id, loop, subject, code, error, at)

@@ -21,9 +21,9 @@ from uuid import UUID
 
 import psycopg
 
-from tidings.dispatch.quarantine import UNREADABLE
 from tidings.domain.errors import PolicyUnreadable
-from tidings.store.database import Database, execute, fetch_one
+from tidings.store import attempts
+from tidings.store.database import Database, execute
 
 log = logging.getLogger("tidings.isolation")
 Conn = psycopg.Connection[Any]
@@ -34,9 +34,17 @@ Conn = psycopg.Connection[Any]
 POLICY_UNREADABLE = "POLICY_UNREADABLE"
 ROW_UNREADABLE = "UNDECODABLE"
 
-# What one row's failure looks like (dispatch/quarantine.py), the policy
-# store's PolicyUnreadable included (a ValueError). Never a connection
-# error: a database that is away says nothing about any row.
+# What reading or deciding one bad row raises: psycopg cannot load a value,
+# Python cannot parse or hold it (`datetime.fromisoformat`, a date overflow),
+# or JSON nested too deep to decode; the policy store's PolicyUnreadable is
+# a ValueError. Not psycopg.OperationalError and the like: a database that
+# is away says nothing about any row.
+UNREADABLE: tuple[type[BaseException], ...] = (
+    psycopg.DataError,
+    ValueError,
+    ArithmeticError,
+    RecursionError,
+)
 FAILS_ALONE = UNREADABLE
 
 
@@ -100,7 +108,7 @@ def quarantine_sending(
         "actor": actor,
         "error": type(error).__name__,
     }
-    moved = fetch_one(conn, "quarantine_sending", params) is not None
+    moved = attempts.quarantine_sending(conn, params)
     note(conn, tenant_id, "recover_leases", f"intent:{intent_id}", error, now, code=code)
     return moved
 
