@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from psycopg.conninfo import make_conninfo
@@ -30,11 +31,27 @@ from tidings.policies import builtin_document
 from tidings.store import policies as policy_store
 from tidings.store.migrate import migrate
 
-from .databases import WorkerDatabase, admin, clone_database, drop_database
+from .databases import (
+    WorkerDatabase,
+    admin,
+    clone_database,
+    collect_worker_use,
+    drop_database,
+    report_database_use,
+    summarize_use,
+)
 
 pytest_plugins = ["tests.lanes"]
 
 TEST_SECRET = "test-secret-key-0123456789abcdef"
+
+
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    collect_worker_use(node)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    summarize_use(terminalreporter, config)
 
 
 @pytest.fixture(scope="session")
@@ -67,10 +84,13 @@ def template_db(pg_server_url: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def worker_db(pg_server_url: str, template_db: str) -> Iterator[WorkerDatabase]:
+def worker_db(
+    pg_server_url: str, template_db: str, pytestconfig: pytest.Config
+) -> Iterator[WorkerDatabase]:
     shared = WorkerDatabase(pg_server_url, template_db).open()
     yield shared
     shared.close()
+    report_database_use(pytestconfig, shared.resets, shared.clones)
 
 
 @pytest.fixture
@@ -87,7 +107,10 @@ def db_url(request: pytest.FixtureRequest, pg_server_url: str, template_db: str)
     """A migrated database for this test alone: the worker's, reset after
     the test (tests/databases.py), or a clone of its own for a test marked
     `own_database`."""
-    if request.node.get_closest_marker("own_database") is not None:
+    # TIDINGS_TEST_DATABASE_PER_TEST=1: every test a clone of its own, as
+    # before the reset (to compare the two, or to rule the reset out).
+    alone = os.environ.get("TIDINGS_TEST_DATABASE_PER_TEST") == "1"
+    if alone or request.node.get_closest_marker("own_database") is not None:
         name, url = clone_database(pg_server_url, template_db)
         yield url
         drop_database(pg_server_url, name)

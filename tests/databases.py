@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 import psycopg
+import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
@@ -39,6 +41,39 @@ WHERE n.nspname = 'public' AND c.relkind = 'r' ORDER BY c.relname
 SEQUENCES = """
 SELECT sequencename, last_value FROM pg_sequences WHERE schemaname = 'public'
 """
+
+
+def report_database_use(config: pytest.Config, resets: int, clones: int) -> None:
+    """Hands this process's counts to the run's summary (the xdist
+    controller's, or its own)."""
+    output: dict[str, Any] | None = getattr(config, "workeroutput", None)
+    if output is not None:
+        output["tidings_databases"] = (resets, clones)
+    else:
+        config.stash[_USE] = (resets, clones)
+
+
+_USE = pytest.StashKey[tuple[int, int]]()
+_TOTALS = pytest.StashKey[list[tuple[int, int]]]()
+
+
+def collect_worker_use(node: Any) -> None:
+    """On the xdist controller, as a worker ends: its counts."""
+    used = node.workeroutput.get("tidings_databases")
+    if used is not None:
+        node.config.stash.setdefault(_TOTALS, []).append(used)
+
+
+def summarize_use(terminalreporter: Any, config: pytest.Config) -> None:
+    totals = list(config.stash.get(_TOTALS, []))
+    if _USE in config.stash:
+        totals.append(config.stash[_USE])
+    if totals:
+        resets, clones = (sum(t[i] for t in totals) for i in (0, 1))
+        terminalreporter.write_line(
+            f"databases: {resets} tests on a worker's database put back after them;"
+            f" {clones} clones ({len(totals)} for the workers, the rest after a schema change)"
+        )
 
 
 def admin(url: str, statement: str) -> None:
