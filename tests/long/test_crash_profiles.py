@@ -64,10 +64,8 @@ PROFILES = {
 
 def _chosen(names: str | None) -> list[str]:
     """The profiles this run plays: all of them, unless
-    `TIDINGS_CRASH_PROFILES` names some (CI gives each of its two passes,
-    which run side by side, about half of the nine, so that the API,
-    simulator and worker of all nine profiles do not run at once on two
-    cores twice over)."""
+    `TIDINGS_CRASH_PROFILES` names some (to play a few alone; CI plays all
+    nine in its long lane)."""
     if not names:
         return list(PROFILES)
     chosen = [n.strip() for n in names.split(",") if n.strip()]

@@ -13,8 +13,6 @@ harness.reliability --hosts --recipients 100000` is its long version.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from harness.hosts import checks
 from harness.hosts.run import HostsConfig, HostsResult, run
@@ -23,14 +21,6 @@ from harness.netns import require_root
 pytestmark = [
     pytest.mark.multi_host,
     pytest.mark.timeout(420),
-    # It owns a private PostgreSQL and never uses the suite's: in CI (both
-    # passes side by side, TIDINGS_REQUIRE_PEERS set) once, in the system
-    # PostgreSQL's pass, is enough and halves its load on the machine.
-    pytest.mark.skipif(
-        bool(os.environ.get("TIDINGS_REQUIRE_PEERS"))
-        and not os.environ.get("TIDINGS_TEST_DATABASE_URL"),
-        reason="runs once per CI run, in the system PostgreSQL's pass",
-    ),
 ]
 
 

@@ -31,7 +31,7 @@ def bulk(t: Tidings, n: int) -> None:
 
 def _racing_workers(names: str | None) -> list[int]:
     """How many workers race: two and eight, unless `TIDINGS_RACING_WORKERS`
-    names some (CI's two passes, side by side on two cores, take one each)."""
+    names some (CI runs one a day, in turn: .ci/run)."""
     if not names:
         return [2, 8]
     try:
