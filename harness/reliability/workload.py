@@ -356,15 +356,15 @@ class Workload:
                 "SELECT id, state, decision_code, attempt_count FROM intents WHERE id = ANY(%s)",
                 [self.hostile_intents],
             ).fetchall()
+            bombs = conn.execute(
+                "SELECT id, state, decision_code FROM intents WHERE id = ANY(%s)",
+                [self.bomb_intents],
+            ).fetchall()
         for r in rows:
             if r["state"] in ("pending", "resend_due", "sending") or (
                 r["state"] == "failed" and r["decision_code"] != "UNDECODABLE"
             ):
                 found.append(f"hostile intent {r['id']} ended {r['state']}/{r['decision_code']}")
-            bombs = conn.execute(
-                "SELECT id, state, decision_code FROM intents WHERE id = ANY(%s)",
-                [self.bomb_intents],
-            ).fetchall()
         for r in bombs:
             if (r["state"], r["decision_code"]) != ("failed", "RENDER_LIMIT"):
                 found.append(f"punycode intent {r['id']} ended {r['state']}/{r['decision_code']}")
