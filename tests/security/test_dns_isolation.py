@@ -147,7 +147,11 @@ def test_a_silent_name_server_holds_up_no_other_tenants_push(
             pool.submit(_push, http, f"http://{SILENT}/hooks", HOSTILE)
             for _ in range(resolver.THREADS + 2)
         ]
-        time.sleep(0.2)  # every hostile lookup asked for
+        # Wait until the hostile tenant holds every lookup its cap allows.
+        asked = time.monotonic() + http.deadline_seconds
+        while name_server.asked[SILENT] < resolver.PER_TENANT and time.monotonic() < asked:
+            time.sleep(0.01)
+        assert name_server.asked[SILENT] == resolver.PER_TENANT
         assert _push(http, f"http://{LOCAL}:{port}/hooks", VICTIM) == "204"
         assert time.monotonic() - started < http.deadline_seconds
         codes = Counter(f.result() for f in hostile)
