@@ -29,7 +29,7 @@ import httpx
 import psycopg
 
 from tidings import Tidings
-from tidings.devstack import free_port
+from tidings.cli.devstack import free_port
 from tidings.policies import builtin_document
 from tidings.store import api_keys
 

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 
 from tidings import Tidings
-from tidings.config import Settings
+from tidings.platform.settings import Settings
 from tidings.policies import builtin_document
 
 PG = os.environ.get("BENCH_PG", "postgresql://postgres@127.0.0.1:5432")

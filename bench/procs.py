@@ -46,7 +46,7 @@ class WorkerSpec:
 
 def adapter(spec: WorkerSpec) -> Any:
     from tidings.providers.simulator import SimulatorCore
-    from tidings.providers.simulator_adapter import InProcessSimulatorAdapter, SimulatorAdapter
+    from tidings.providers.simulator.adapter import InProcessSimulatorAdapter, SimulatorAdapter
 
     if spec.simulator_url:
         return SimulatorAdapter(spec.simulator_url)
@@ -148,7 +148,8 @@ def _api_main(port: int, dsn: str, pool_size: int, max_body_bytes: int) -> None:
     import uvicorn
 
     from bench.seed import engine
-    from tidings.api.app import ApiSettings, create_app
+    from tidings.api.app import create_app
+    from tidings.api.settings import ApiSettings
 
     app = create_app(engine(dsn, pool_size), settings=ApiSettings(max_body_bytes=max_body_bytes))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")

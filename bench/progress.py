@@ -18,7 +18,7 @@ import time
 
 import psycopg
 
-from tidings.config import Settings
+from tidings.platform.settings import Settings
 
 # An intent has left the queue when it moves from a claimable or in-flight
 # state to any other: accepted, or suppressed or failed without a send. A

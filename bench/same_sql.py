@@ -23,8 +23,8 @@ from unittest import mock
 from psycopg.types.json import Jsonb
 
 from bench.seed import engine, request
-from tidings import intake
 from tidings.domain.ids import uuid7
+from tidings.intake import create as intake
 from tidings.store import database, ledger
 from tidings.store.database import fetch_all, fetch_one
 from tidings.store.queries import q

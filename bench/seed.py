@@ -18,7 +18,7 @@ import psycopg
 from bench.context import Context
 from bench.db import MIGRATED
 from tidings import Tidings
-from tidings.config import Settings
+from tidings.platform.settings import Settings
 from tidings.policies import builtin_document
 
 SECRET = "bench-secret-key-0123456789abcdef"

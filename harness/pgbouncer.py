@@ -23,7 +23,7 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tidings.devstack import free_port
+from tidings.cli.devstack import free_port
 
 BINARY = "/usr/sbin/pgbouncer"
 

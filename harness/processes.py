@@ -15,7 +15,7 @@ from typing import IO, Any
 
 import httpx
 
-from tidings.devstack import free_port
+from tidings.cli.devstack import free_port
 
 WAIT = 60.0
 # How faulthandler heads each thread's stack.

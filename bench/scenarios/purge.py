@@ -110,9 +110,7 @@ def _months_from(dsn: str, first: Month) -> None:
         made = [Month.of(r[0]) for r in conn.execute("SELECT month FROM evidence_months")]
         for month in made:
             for table in TABLES:
-                conn.execute(
-                    "SELECT evidence_month_drop(%s, %s, '{}')", (table, month.first_day)
-                )
+                conn.execute("SELECT evidence_month_drop(%s, %s, '{}')", (table, month.first_day))
         conn.execute("DELETE FROM evidence_months")
         for month in months(first, made[-1]):
             conn.execute(
@@ -194,9 +192,7 @@ def _old_rows(ctx: Context, template: str, old: Month) -> int:
     return int(row[0]) * ROWS_PER_INTENT if row else 0
 
 
-def _purger_main(
-    dsn: str, old: Month, how: str, ready: Any, go: Any, done: Any, work: Any
-) -> None:
+def _purger_main(dsn: str, old: Month, how: str, ready: Any, go: Any, done: Any, work: Any) -> None:
     from tidings.store.database import Database
 
     db = Database(dsn, max_size=2)

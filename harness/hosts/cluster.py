@@ -26,7 +26,7 @@ import httpx
 
 from harness.netns import Host, Topology
 from harness.postgres import LocalPostgres
-from tidings.devstack import free_port
+from tidings.cli.devstack import free_port
 
 SECRET = "test-secret-key-0123456789abcdef"
 WEBHOOK_SECRET = "many-hosts-webhook-secret"

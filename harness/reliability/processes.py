@@ -20,7 +20,7 @@ from typing import IO, Any
 
 import httpx
 
-from tidings.devstack import free_port
+from tidings.cli.devstack import free_port
 
 START_TIMEOUT_S = 60.0
 READY_LINE = "running; channels"  # what `tidings worker` prints once it runs

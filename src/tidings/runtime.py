@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tidings.config import Settings
 from tidings.domain.clock import Clock
-from tidings.intake_cache import IntakeCache
+from tidings.intake.cache import IntakeCache
+from tidings.platform.settings import Settings
+from tidings.platform.vault import Vault
 from tidings.store.database import Database
 from tidings.store.wakeups import Waker
-from tidings.vault import Vault
 
 
 @dataclass(frozen=True)

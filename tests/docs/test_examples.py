@@ -27,7 +27,7 @@ from harness.processes import simulator
 from tests.conftest import clone_database, drop_database
 from tests.docs.blocks import ROOT, Block, blocks, is_library_page, pages, unnamed_fences
 from tests.e2e.test_up import start as start_up
-from tidings.devstack import free_port
+from tidings.cli.devstack import free_port
 
 EXAMPLE_TIMEOUT = 120
 PAGES = [p for p in pages() if blocks(p)]

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from harness.processes import start_api, wait_http
 
-from tidings.devstack import free_port
+from tidings.cli.devstack import free_port
 
 NOWHERE = "postgresql://tidings:s3cret-password@127.0.0.1:1/tidings"
 

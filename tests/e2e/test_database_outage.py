@@ -21,7 +21,7 @@ from harness.processes import ledger, offers, simulator, start_api, start_worker
 
 from tests.conftest import TEST_SECRET, with_example_policy
 from tidings import Tidings
-from tidings.devstack import free_port
+from tidings.cli.devstack import free_port
 
 PASSWORD = "pw-must-not-leak-7f3a"
 RETRYING = "database unavailable; retrying"

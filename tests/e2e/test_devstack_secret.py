@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pydantic import SecretStr
 
-from tidings.config import Settings
-from tidings.devstack import DevStack
+from tidings.cli.devstack import DevStack
+from tidings.platform.settings import Settings
 
 
 def test_a_secret_that_starts_with_a_dash_reaches_the_simulator() -> None:

@@ -26,7 +26,7 @@ from harness.processes import ledger, simulator, start_api, start_worker, wait_h
 
 from tests.conftest import TEST_SECRET, with_example_policy
 from tidings import ManualClock, Tidings
-from tidings.devstack import free_port
+from tidings.cli.devstack import free_port
 from tidings.store.api_keys import create_key
 from tidings.store.migrate import available, migrate
 

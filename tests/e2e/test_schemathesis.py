@@ -27,7 +27,7 @@ from tests.integration.api_support import new_key, publish_offer
 from tidings import Tidings
 from tidings.api.app import create_app
 from tidings.docs_gen import openapi_document
-from tidings.providers.simulator_adapter import SimulatorAdapter
+from tidings.providers.simulator.adapter import SimulatorAdapter
 
 TENANT = "acme"
 # Bounded for the everyday suite; raise it for a deeper hunt.

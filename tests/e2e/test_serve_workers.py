@@ -16,7 +16,7 @@ from harness.processes import start_api, wait_http, wait_until
 
 from tests.conftest import TEST_SECRET, with_example_policy
 from tidings import Tidings
-from tidings.devstack import free_port
+from tidings.cli.devstack import free_port
 from tidings.store import api_keys
 
 WORKERS = 2

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.integration.test_metrics import PINNED
-from tidings.devstack import free_port
+from tidings.cli.devstack import free_port
 from tidings.domain.keys import attempt_key
 
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from tidings import ManualClock, Tidings
-from tidings.observability.alert_config import AlertConfig, Objective
-from tidings.observability.alert_webhook import AlertWebhook
 from tidings.observability.alerts import AlertRound, AlertSweeper
-from tidings.signing import SIGNATURE_HEADER, verify_signature
+from tidings.observability.alerts.config import AlertConfig, Objective
+from tidings.observability.alerts.webhook import AlertWebhook
+from tidings.platform.signing import SIGNATURE_HEADER, verify_signature
 
 from .dispatch_helpers import offer, publish_offer_template, simulator, worker
 

@@ -8,8 +8,8 @@ from fastapi.testclient import TestClient
 
 from tidings import IntentState, ManualClock, Tidings
 from tidings.api.app import create_app
+from tidings.providers.simulator.adapter import SimulatorAdapter
 from tidings.providers.simulator.receipts import render
-from tidings.providers.simulator_adapter import SimulatorAdapter
 
 from .dispatch_helpers import offer, publish_offer_template, simulator, worker
 

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tidings import ManualClock, Tidings
-from tidings.devstack import free_port
+from tidings.cli.devstack import free_port
 from tidings.policies import builtin_document
 
 from .api_support import (

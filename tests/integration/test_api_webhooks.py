@@ -11,9 +11,9 @@ import pytest
 from tidings import ManualClock, Tidings
 from tidings.providers.messages import WebhookRequest
 from tidings.providers.outcomes import Observation
+from tidings.providers.simulator.adapter import InProcessSimulatorAdapter, SimulatorAdapter
 from tidings.providers.simulator.core import SimulatorCore
 from tidings.providers.simulator.receipts import SIGNATURE_HEADER, render, sign
-from tidings.providers.simulator_adapter import InProcessSimulatorAdapter, SimulatorAdapter
 
 from .api_support import (
     auth,

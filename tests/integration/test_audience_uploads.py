@@ -11,7 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tidings import IdempotencyConflict, InvalidInput, ManualClock, NotFound, Tidings
-from tidings.api.app import ApiSettings, create_app
+from tidings.api.app import create_app
+from tidings.api.settings import ApiSettings
 from tidings.dispatch.retention import purge
 
 from .api_support import auth, client, count, is_problem, new_key

@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tidings import Conflict, IntentState, InvalidInput, ManualClock, Tidings
-from tidings import client_cancel as cancel_module
+from tidings.client import cancel as cancel_module
 
 from .api_support import intent_body, is_problem
 from .dispatch_helpers import offer, publish_offer_template, sends, simulator, worker

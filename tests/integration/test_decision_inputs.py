@@ -13,7 +13,7 @@ import psycopg
 from fastapi.testclient import TestClient
 
 from tidings import IntentState, ManualClock, Tidings
-from tidings.cli_timeline import timeline_table
+from tidings.cli.timeline import timeline_table
 from tidings.policies import builtin_document
 from tidings.store.contacts import ConsentRecord
 

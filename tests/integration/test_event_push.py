@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tidings import ManualClock, Tidings
-from tidings.signing import SIGNATURE_HEADER, verify_signature
+from tidings.platform.signing import SIGNATURE_HEADER, verify_signature
 
 from .dispatch_helpers import offer, publish_offer_template, simulator, worker
 

@@ -95,7 +95,7 @@ def statements() -> Iterator[Statements]:
 def after_read(hook: Callable[[], object], nth: int = 1) -> Any:
     """Patch the intake read so that `hook` runs right after its `nth` call
     returned: a publish committed between the refresh and the insert."""
-    from tidings import intake
+    from tidings.intake import create as intake
 
     real = intake.fetch_all
     calls = {"n": 0}

@@ -14,7 +14,7 @@ import pytest
 import structlog
 
 from tidings import ManualClock, Tidings
-from tidings.observability.logging import clear_context, configure_logging, reset_logging
+from tidings.platform.logging import clear_context, configure_logging, reset_logging
 
 from .dispatch_helpers import simulator, worker
 from .test_jobs import publish_report_templates, report_job

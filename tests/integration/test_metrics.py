@@ -18,8 +18,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tidings import IntentState, ManualClock, Tidings
-from tidings.observability.alert_config import AlertConfig, Objective
 from tidings.observability.alerts import evaluate_alerts, sync_alerts
+from tidings.observability.alerts.config import AlertConfig, Objective
 from tidings.observability.metrics import render_metrics
 from tidings.observability.process_metrics import record_provider_call
 

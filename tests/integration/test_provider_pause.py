@@ -16,12 +16,12 @@ from typing import Any
 from tidings import IntentState, ManualClock, Tidings
 from tidings.dispatch.runner import Worker
 from tidings.dispatch.steps import WorkerConfig
-from tidings.observability.alert_config import AlertConfig
 from tidings.observability.alerts import evaluate_alerts
+from tidings.observability.alerts.config import AlertConfig
 from tidings.observability.metrics import render_metrics
 from tidings.policies import builtin_document
+from tidings.providers.simulator.adapter import InProcessSimulatorAdapter
 from tidings.providers.simulator.core import SimulatorCore
-from tidings.providers.simulator_adapter import InProcessSimulatorAdapter
 
 from .dispatch_helpers import offer, publish_offer_template, sends, simulator
 

@@ -18,13 +18,13 @@ import pytest
 from tidings import IntentState, ManualClock, Tidings
 from tidings.domain.policy_document import PolicyError, parse_policy
 from tidings.domain.schedules import DEFAULT_MAX_FAILURES, DEFAULT_MAX_PENDING_SECONDS
-from tidings.observability.alert_config import AlertConfig
 from tidings.observability.alerts import evaluate_alerts
+from tidings.observability.alerts.config import AlertConfig
 from tidings.policies import builtin_document
 from tidings.providers.errors import ProviderConfigError
 from tidings.providers.messages import OutboundMessage
 from tidings.providers.outcomes import SendResult
-from tidings.providers.simulator_adapter import InProcessSimulatorAdapter
+from tidings.providers.simulator.adapter import InProcessSimulatorAdapter
 
 from .dispatch_helpers import offer, publish_offer_template, sends, simulator, worker
 

@@ -10,12 +10,12 @@ import re
 from typing import Any
 
 from tidings import IntentState, ManualClock, Tidings
-from tidings.observability.alert_config import AlertConfig, Objective
 from tidings.observability.alerts import evaluate_alerts, sync_alerts
+from tidings.observability.alerts.config import AlertConfig, Objective
 from tidings.observability.metrics import render_metrics
 from tidings.policies import builtin_document
 from tidings.providers.errors import ProviderConfigError
-from tidings.providers.simulator_adapter import InProcessSimulatorAdapter
+from tidings.providers.simulator.adapter import InProcessSimulatorAdapter
 
 from .dispatch_helpers import offer, publish_offer_template, sends, simulator, worker
 

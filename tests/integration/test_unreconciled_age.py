@@ -13,8 +13,8 @@ import re
 from typing import Any
 
 from tidings import IntentState, ManualClock, Tidings
-from tidings.observability.alert_config import AlertConfig, Objective
 from tidings.observability.alerts import evaluate_alerts
+from tidings.observability.alerts.config import AlertConfig, Objective
 from tidings.observability.metrics import render_metrics
 from tidings.policies import builtin_document
 

@@ -119,9 +119,7 @@ def test_a_create_in_the_callers_transaction_wakes_at_its_commit(
     assert calls == []  # the transaction's own NOTIFY, not the waker
 
 
-def test_an_api_create_wakes_the_workers(
-    tidings: Tidings, api: TestClient, db_url: str
-) -> None:
+def test_an_api_create_wakes_the_workers(tidings: Tidings, api: TestClient, db_url: str) -> None:
     with listener(db_url) as heard:
         answer = api.post("/v1/intents", json=intent_body(tidings))
         assert answer.status_code == 201, answer.text

@@ -40,7 +40,7 @@ from harness.processes import ledger, simulator, start_api, start_worker, wait_h
 
 from tests.conftest import TEST_SECRET, clone_database, drop_database, with_example_policy
 from tidings import Tidings
-from tidings.devstack import free_port
+from tidings.cli.devstack import free_port
 from tidings.domain.keys import attempt_key
 from tidings.observability.alerts import evaluate_alerts
 from tidings.policies import builtin_document

@@ -53,8 +53,7 @@ def test_no_invariant_is_violated_under_faults(bounded: RunReport) -> None:
     }
     detail = json.dumps({"violations": broken, "evidence": bounded.evidence}, default=str)
     assert not broken, (
-        f"invariants violated under the {PROFILE} profile (logs in {bounded.logs}): "
-        f"{detail[:6000]}"
+        f"invariants violated under the {PROFILE} profile (logs in {bounded.logs}): {detail[:6000]}"
     )
 
 

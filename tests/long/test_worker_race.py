@@ -75,5 +75,3 @@ def test_workers_racing_send_each_attempt_once(db_url: str, tmp_path: Path, work
     final = states(db_url)
     assert set(final) <= {"accepted", "delivered"}, final
     assert sum(final.values()) == total
-
-

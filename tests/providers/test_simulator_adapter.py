@@ -19,8 +19,8 @@ from tidings.providers.messages import AttachmentRef, OutboundMessage, WebhookRe
 from tidings.providers.outcomes import Accepted, Indeterminate, RejectCode, Retryable
 from tidings.providers.registry import create, registered
 from tidings.providers.simulator import DEFAULT_WEBHOOK_SECRET, SimulatorConfig, SimulatorCore
+from tidings.providers.simulator.adapter import InProcessSimulatorAdapter, SimulatorAdapter
 from tidings.providers.simulator.receipts import render, sign
-from tidings.providers.simulator_adapter import InProcessSimulatorAdapter, SimulatorAdapter
 
 # Receipts an hour away: statuses stay "accepted" until a test settles them.
 PEER_CONFIG: dict[str, Any] = {

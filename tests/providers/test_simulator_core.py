@@ -18,8 +18,8 @@ from tests.providers.support import Receiver, free_port
 from tidings.providers.messages import WebhookRequest
 from tidings.providers.outcomes import ObservedStatus
 from tidings.providers.simulator import SimulatorConfig, SimulatorCore
+from tidings.providers.simulator.adapter import SimulatorAdapter
 from tidings.providers.simulator.receipts import ReceiptDispatcher
-from tidings.providers.simulator_adapter import SimulatorAdapter
 
 T0 = 1_900_000_000.0
 FAULTY = {"rate_429": 0.2, "rate_5xx": 0.1, "rate_timeout": 0.1, "delivered_share": 0.7}

@@ -10,7 +10,8 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from tidings import Tidings
-from tidings.api.app import ApiSettings, create_app
+from tidings.api.app import create_app
+from tidings.api.settings import ApiSettings
 from tidings.store.api_keys import create_key
 
 

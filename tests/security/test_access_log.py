@@ -17,7 +17,7 @@ from harness.processes import start_api, wait_http
 
 from tests.security.key_support import new_key
 from tidings import Tidings
-from tidings.devstack import free_port
+from tidings.cli.devstack import free_port
 
 
 def test_the_access_log_never_holds_a_query_string(

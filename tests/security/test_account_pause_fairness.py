@@ -26,8 +26,8 @@ from tests.integration.dispatch_helpers import (
 )
 from tidings import IntentState, ManualClock, Tidings
 from tidings.domain.breaker import SHARED_MAX_SECONDS
-from tidings.observability.alert_config import AlertConfig
 from tidings.observability.alerts import evaluate_alerts
+from tidings.observability.alerts.config import AlertConfig
 from tidings.observability.metrics import render_metrics
 
 THROTTLED = "+14155550429"  # the simulator's magic number: always a 429

@@ -20,7 +20,8 @@ from fastapi.testclient import TestClient
 
 from tests.integration.api_support import auth, is_problem, new_key
 from tidings import ManualClock, Tidings
-from tidings.api.app import ApiSettings, create_app
+from tidings.api.app import create_app
+from tidings.api.settings import ApiSettings
 
 TEST_SECRET = "test-secret-key-0123456789abcdef"
 

@@ -22,7 +22,7 @@ import pytest
 from tests.integration.api_support import auth, client, count, intent_body, new_key, publish_offer
 from tests.integration.dispatch_helpers import simulator, worker
 from tidings import InvalidInput, ManualClock, Tidings
-from tidings.vault import local_secret
+from tidings.platform.vault import local_secret
 
 
 def nested(depth: int) -> dict[str, Any]:

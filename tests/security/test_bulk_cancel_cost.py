@@ -24,7 +24,7 @@ from tests.databases import clone_database, drop_database
 from tests.integration.dispatch_helpers import offer, publish_offer_template
 from tests.security.key_support import auth, client, new_key
 from tidings import ManualClock, Tidings
-from tidings.api.app import ApiSettings
+from tidings.api.settings import ApiSettings
 from tidings.store.queries import q
 
 FILTERS = {

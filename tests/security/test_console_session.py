@@ -18,8 +18,8 @@ from httpx import Response
 
 from tests.security.key_support import auth, client, new_key
 from tidings import ManualClock, Tidings
-from tidings.api.app import ApiSettings
-from tidings.config import Settings
+from tidings.api.settings import ApiSettings
+from tidings.platform.settings import Settings
 
 SESSION = "tidings_console_session"
 CSRF = "tidings_console_csrf"

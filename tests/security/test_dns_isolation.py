@@ -30,10 +30,11 @@ from typing import Any
 import httpx
 import pytest
 
-from tidings import Tidings, outbound, resolver
-from tidings.outbound import AddressPolicy, OutboundClient, OutboundError
+from tidings import Tidings
+from tidings.platform import outbound, resolver
+from tidings.platform.outbound import AddressPolicy, OutboundClient, OutboundError
+from tidings.providers.simulator.adapter import SimulatorAdapter
 from tidings.providers.simulator.receipts import render
-from tidings.providers.simulator_adapter import SimulatorAdapter
 
 from ..integration.api_support import auth, client, new_key
 from .webhook_receivers import receiver

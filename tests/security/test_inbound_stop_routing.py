@@ -26,12 +26,12 @@ from tests.conftest import publish_example_policy
 from tests.integration.api_support import client
 from tests.integration.dispatch_helpers import offer, publish_offer_template, simulator
 from tidings import IntentState, ManualClock, Tidings
-from tidings.api.app import ApiSettings
+from tidings.api.settings import ApiSettings
 from tidings.dispatch.runner import Worker
 from tidings.dispatch.steps import WorkerConfig
 from tidings.providers.outcomes import SendResult
+from tidings.providers.simulator.adapter import InProcessSimulatorAdapter, SimulatorAdapter
 from tidings.providers.simulator.receipts import render
-from tidings.providers.simulator_adapter import InProcessSimulatorAdapter, SimulatorAdapter
 
 SECRET = "inbound-secret-0123456789"
 RECIPIENT = "+14155550123"

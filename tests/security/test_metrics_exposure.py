@@ -16,7 +16,7 @@ from harness.processes import start_api, wait_http
 
 from tests.integration.api_support import ALL_SCOPES
 from tidings import Tidings
-from tidings.devstack import free_port
+from tidings.cli.devstack import free_port
 from tidings.store.api_keys import create_key
 
 

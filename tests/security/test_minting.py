@@ -27,7 +27,7 @@ import pytest
 
 from tidings import IntentState, ManualClock, Tidings
 from tidings.dispatch.minting import minters_from_env
-from tidings.signing import SIGNATURE_HEADER, verify_signature
+from tidings.platform.signing import SIGNATURE_HEADER, verify_signature
 
 from ..integration.api_support import PHONE, auth, client, intent_body, new_key
 from ..integration.dispatch_helpers import sends, simulator, worker

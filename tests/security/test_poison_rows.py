@@ -28,7 +28,7 @@ from tests.integration.api_support import auth, intent_body, new_key, publish_of
 from tests.integration.dispatch_helpers import offer, publish_offer_template, sends, simulator
 from tests.integration.dispatch_helpers import worker as make_worker
 from tidings import ManualClock, Tidings
-from tidings.devstack import free_port
+from tidings.cli.devstack import free_port
 from tidings.observability.alerts import evaluate_alerts
 from tidings.observability.metrics import render_metrics
 from tidings.store.queries import q

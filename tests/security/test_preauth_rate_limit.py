@@ -26,7 +26,8 @@ from fastapi.testclient import TestClient
 from tests.conftest import TEST_SECRET
 from tests.security.key_support import auth, is_problem, new_key
 from tidings import ManualClock, Tidings
-from tidings.api.app import ApiSettings, create_app
+from tidings.api.app import create_app
+from tidings.api.settings import ApiSettings
 from tidings.console.auth import COOKIE
 
 BURST = 5

@@ -25,17 +25,17 @@ from tests.integration.api_support import client, receipts_stored
 from tests.providers.peer_support import TOPIC_ARN, SnsSigner
 from tests.providers.test_aws_sms import sms_client, sms_event
 from tidings import Tidings
-from tidings.api.app import ApiSettings
-from tidings.config import Settings
-from tidings.devstack import free_port
+from tidings.api.settings import ApiSettings
+from tidings.cli.devstack import free_port
+from tidings.platform.settings import Settings
 from tidings.providers import routing, sns_signature
 from tidings.providers.aws_sms import AwsSmsAdapter
 from tidings.providers.base import ProviderAdapter
 from tidings.providers.errors import InvalidSignature
 from tidings.providers.settings import build
 from tidings.providers.simulator import DEFAULT_WEBHOOK_SECRET
+from tidings.providers.simulator.adapter import SimulatorAdapter
 from tidings.providers.simulator.receipts import render
-from tidings.providers.simulator_adapter import SimulatorAdapter
 from tidings.providers.sns_signature import SnsVerifier
 
 SECRET = "provider-webhooks-test-secret"
@@ -215,7 +215,7 @@ def test_the_default_secret_only_in_loopback_development() -> None:
 
 
 def test_devstack_signs_with_a_fresh_secret_per_run() -> None:
-    from tidings.devstack import DevStack
+    from tidings.cli.devstack import DevStack
 
     first, second = DevStack(Settings()), DevStack(Settings())
     assert DEFAULT_WEBHOOK_SECRET not in (first.secret, second.secret)

@@ -34,8 +34,8 @@ from tests.providers.twilio_peer import (
     twilio_signature,
 )
 from tidings import ManualClock, Tidings
-from tidings.api.app import ApiSettings
-from tidings.devstack import free_port
+from tidings.api.settings import ApiSettings
+from tidings.cli.devstack import free_port
 from tidings.dispatch.runner import Worker
 from tidings.dispatch.steps import WorkerConfig
 from tidings.domain.keys import attempt_key

@@ -30,7 +30,7 @@ from harness.processes import start_api, wait_http
 from tests.integration.api_support import auth, count, new_key
 from tests.lanes import starts_processes
 from tidings import Tidings
-from tidings.devstack import free_port
+from tidings.cli.devstack import free_port
 
 POOL = 3
 # More uploads may run at once than the pool has connections: only holding

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from tidings import ManualClock, Tidings
-from tidings.outbound import AddressPolicy
+from tidings.platform.outbound import AddressPolicy
 
 from ..integration.api_support import auth, client, is_problem, new_key
 from ..integration.dispatch_helpers import simulator, worker

@@ -30,8 +30,8 @@ from tests.integration.api_support import auth, client, intent_body, new_key, pu
 from tests.integration.dispatch_helpers import offer, sends, simulator, worker
 from tidings import IntentState, ManualClock, Tidings
 from tidings.cli import app as cli_app
-from tidings.config import Settings
 from tidings.domain.errors import InvalidInput
+from tidings.platform.settings import Settings
 from tidings.templates.limits import RenderLimits
 from tidings.templates.model import RenderError, TemplateRevision
 from tidings.templates.render import render

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 from unittest import mock
 
-from tidings import intake_cache
-from tidings.intake_cache import Candidates, IntakeCache
+from tidings.intake import cache as intake_cache
+from tidings.intake.cache import Candidates, IntakeCache
 from tidings.policies import builtin_document
 from tidings.templates.model import TemplateRevision
 

@@ -1,9 +1,9 @@
 """The layering of docs/architecture.md, enforced: no module imports upward.
 
-Each module belongs to the layer of its package (or of its top-level
-module: `tidings.client_jobs` is in the client's layer), so a new module
-in an existing package is checked without anyone listing it. A module
-may import its own layer and any layer below it; every import counts,
+A module's layer is its folder (`tidings.client.jobs` is in `client/`), so
+a new module is checked without anyone listing it, and a new folder or a
+new top-level module fails until someone says where it stands. A module
+may import its own folder and any layer below it; every import counts,
 including those inside functions and under `TYPE_CHECKING`, because a
 lazy or type-only import of the client is still a dependency on it.
 """
@@ -19,55 +19,37 @@ import tidings
 
 SOURCE = Path(tidings.__file__).parent
 
-# Lowest first. A layer is one part, or parts side by side that may not
+# Lowest first. A layer is one folder, or folders side by side that may not
 # import each other (the client and the workers both stand on the runtime;
-# neither needs the other). A prefix names a package, a module, or the
-# top-level modules that start with it and "_" (client -> client_jobs).
+# neither needs the other). The two top-level modules are named as parts of
+# their own: the package's public names and the runtime.
 LAYERS: tuple[tuple[tuple[str, tuple[str, ...]], ...], ...] = (
     (("domain", ("domain", "policies")),),
     (("templates", ("templates",)),),
-    (
-        (
-            "platform",
-            (
-                "config",
-                "private_files",
-                "vault",
-                "signing",
-                "outbound",
-                "resolver",
-                "signal_wait",
-                "observability.logging",
-            ),
-        ),
-    ),
+    (("platform", ("platform",)),),
     (("providers", ("providers",)),),
     (("store", ("store",)),),
-    (("jobs and intake", ("jobs", "intake")),),
+    (("jobs", ("jobs",)), ("intake", ("intake",))),
     (("runtime", ("runtime",)),),
     (("client", ("client", "__init__")), ("workers", ("dispatch", "observability", "console"))),
     (("api", ("api",)),),
-    (("applications", ("cli", "keys_cli", "devstack", "demo", "docs_gen", "replay")),),
+    (("applications", ("cli", "demo", "docs_gen", "replay")),),
 )
 PART = {
-    prefix: (rank, name)
+    folder: (rank, name)
     for rank, parts in enumerate(LAYERS)
-    for name, prefixes in parts
-    for prefix in prefixes
+    for name, folders in parts
+    for folder in folders
 }
+TOP_LEVEL_MODULES = {"__init__", "runtime"}
 
 
 def part_of(module: str) -> tuple[int, str]:
-    """The rank and part of `module` ("dispatch.steps", "client_jobs"); the
-    longest matching prefix wins, so observability.logging is not observability."""
-    found = [
-        prefix
-        for prefix in PART
-        if module == prefix or module.startswith((f"{prefix}.", f"{prefix}_"))
-    ]
-    if not found:
+    """The rank and part of `module` ("dispatch.steps", "client.jobs"): its folder's."""
+    folder = module.split(".")[0]
+    if folder not in PART:
         raise LookupError(f"tidings.{module} has no layer: add it to LAYERS in {__file__}")
-    return PART[max(found, key=len)]
+    return PART[folder]
 
 
 def may_import(importer: str, target: str) -> bool:
@@ -95,9 +77,13 @@ def imported(tree: ast.AST, module: str) -> set[str]:
                 name = ".".join(["tidings", *base, *([node.module] if node.module else [])])
             else:
                 name = node.module or ""
-            found.add(name)
-            # `from tidings import x` may name a module: count the module.
-            found.update(f"{name}.{alias.name}" for alias in node.names)
+            # `from tidings.console import csrf` names a module: it imports
+            # the module, and the package only when a name is not a module.
+            names = [f"{name}.{alias.name}" for alias in node.names]
+            modules = [n for n in names if _exists(n.removeprefix("tidings."))]
+            found.update(modules)
+            if len(modules) < len(names):
+                found.add(name)
     return {
         name.removeprefix("tidings.")
         for name in found
@@ -144,7 +130,8 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
         ("observability.alerts", "def f():\n    from tidings.api.app import create_app"),
         ("store.ledger", "from tidings.dispatch import record"),
         ("domain.policy", "import tidings.store.database"),
-        ("client_jobs", "from tidings.dispatch.runner import Worker"),
+        ("client.jobs", "from tidings.dispatch.runner import Worker"),
+        ("jobs.freeze", "from tidings.intake.create import create_or_replay"),
         ("runtime", "from tidings.client import Tidings"),
     ],
 )
@@ -155,5 +142,72 @@ def test_an_upward_import_is_caught(module: str, line: str) -> None:
 def test_imports_downward_and_within_a_layer_pass() -> None:
     assert not upward_imports("from tidings.runtime import Runtime", "dispatch.runner")
     assert not upward_imports("from tidings.observability import alerts", "console.router")
-    assert not upward_imports("from tidings.observability.logging import log", "store.wait")
+    assert not upward_imports("from tidings.platform.logging import log", "store.wait")
     assert not upward_imports("from tidings.client import Tidings", "api.app")
+
+
+def test_the_only_top_level_modules_are_the_public_names_and_the_runtime() -> None:
+    top = {p.stem for p in SOURCE.glob("*.py")}
+    assert top == TOP_LEVEL_MODULES, "put a new module in the folder of its layer"
+
+
+def import_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for path in sources():
+        module = module_name(path)
+        graph[module] = {
+            target for target in imported(ast.parse(path.read_text()), module) if target != module
+        }
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles: strongly connected components of two or more
+    modules (Tarjan's algorithm, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            for target in edges:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph.get(target, ())))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_circles_are_found() -> None:
+    graph = {"a.x": {"b.y"}, "b.y": {"a.x"}, "c": {"a.x"}}
+    assert circles(graph) == [["a.x", "b.y"]]
+
+
+def test_no_import_circle() -> None:
+    assert circles(import_graph()) == []

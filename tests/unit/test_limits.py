@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tidings.domain.limit_keys import limit_keys
 from tidings.domain.limits import (
     SPEND_SCOPE,
     LimitKey,
     RateLimitRule,
     check,
-    limit_keys,
     window_start,
 )
 from tidings.domain.policy_document import parse_policy

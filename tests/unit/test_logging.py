@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import structlog
 
-from tidings.observability.logging import (
+from tidings.platform.logging import (
     bind_context,
     clear_context,
     configure_logging,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tidings.signing import sign, verify_signature
+from tidings.platform.signing import sign, verify_signature
 
 SECRET = "receiver-secret"
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidings.vault import AES_GCM, NONCE_BYTES, UndecryptableDestination, Vault
+from tidings.platform.vault import AES_GCM, NONCE_BYTES, UndecryptableDestination, Vault
 
 SECRET = "a fixed secret for the legacy vector"
 # Written by the vault of e46ded4 (Fernet) with SECRET: rows stored before

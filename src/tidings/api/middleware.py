@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tidings.api.problems import PayloadTooLarge, from_api_error, internal_error
-from tidings.observability.logging import get_logger
+from tidings.platform.logging import get_logger
 
 log = get_logger(__name__)
 

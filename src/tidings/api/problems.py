@@ -31,7 +31,7 @@ from tidings.domain.errors import (
     TidingsError,
 )
 from tidings.domain.redaction import redact_text
-from tidings.resolver import ResolverBusy, ResolveTimeout
+from tidings.platform.resolver import ResolverBusy, ResolveTimeout
 
 log = logging.getLogger("tidings.api")
 RETRY_AFTER_SECONDS = 1

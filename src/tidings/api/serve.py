@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping
 import uvicorn
 
 from tidings.api.access_log import strip_query_strings
-from tidings.api.app import ApiSettings, create_app
+from tidings.api.app import create_app
+from tidings.api.settings import ApiSettings
 from tidings.client import Tidings
 from tidings.providers.base import ProviderAdapter
 
@@ -133,7 +134,7 @@ def serve_processes(
 
 
 def _run_one(listener: socket.socket, database_url: str, host: str, log_level: str) -> int:
-    from tidings.config import Settings
+    from tidings.platform.settings import Settings
     from tidings.providers.routing import adapters_from_settings, by_name
 
     settings = Settings()

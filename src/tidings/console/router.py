@@ -34,7 +34,7 @@ from tidings.console.auth import (
     within_rate,
 )
 from tidings.console.chart import progress_bar, states_chart
-from tidings.observability.alert_rules import duration_text
+from tidings.observability.alerts.rules import duration_text
 from tidings.runtime import Runtime
 from tidings.store import console_sessions
 

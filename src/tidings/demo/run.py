@@ -14,14 +14,14 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tidings.config import Settings
+from tidings.cli.devstack import DevStack
 from tidings.demo import content, scenarios
 from tidings.demo.scenarios import Scenario
-from tidings.devstack import DevStack
 from tidings.dispatch.steps import WorkerConfig
 from tidings.domain.states import TERMINAL_INTENT
-from tidings.observability.logging import configure_logging
-from tidings.private_files import make_private_dir, open_private_append
+from tidings.platform.logging import configure_logging
+from tidings.platform.private_files import make_private_dir, open_private_append
+from tidings.platform.settings import Settings
 from tidings.store import contacts
 from tidings.store.database import fetch_all
 

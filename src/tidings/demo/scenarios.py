@@ -12,11 +12,11 @@ from uuid import UUID
 
 import httpx
 
+from tidings.cli.devstack import DevStack
 from tidings.client import Tidings
-from tidings.devstack import DevStack
 from tidings.domain.intent import Intent
 from tidings.providers.base import HttpRequest
-from tidings.providers.simulator_adapter import SimulatorAdapter
+from tidings.providers.simulator.adapter import SimulatorAdapter
 from tidings.store.contacts import ConsentRecord
 from tidings.store.database import fetch_one
 

@@ -16,7 +16,8 @@ from typing import Any
 import psycopg
 
 from tidings.domain.intent import Intent
-from tidings.domain.limits import SPEND_SCOPE, LimitCheck, LimitKey, check, limit_keys
+from tidings.domain.limit_keys import limit_keys
+from tidings.domain.limits import SPEND_SCOPE, LimitCheck, LimitKey, check
 from tidings.domain.policy_document import Policy
 from tidings.store.database import fetch_one
 

@@ -10,7 +10,7 @@ tarpit answering a byte every few seconds held the worker's maintenance
 round (heartbeats, sweeps, alerts, reconciliation) for 45 s. Pushes run on
 a pool of their own, at most `concurrency` tenants at a time, each request
 within one overall deadline, to addresses the policy allows
-(tidings/outbound.py).
+(tidings/platform/outbound.py).
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tidings.domain.clock import Clock
-from tidings.outbound import OutboundClient, OutboundError
-from tidings.signing import SIGNATURE_HEADER, sign
+from tidings.platform.outbound import OutboundClient, OutboundError
+from tidings.platform.signing import SIGNATURE_HEADER, sign
+from tidings.platform.vault import Vault
 from tidings.store import event_webhooks, events
 from tidings.store.database import Database
 from tidings.store.isolation import FAILS_ALONE, ROW_UNREADABLE, note_alone
-from tidings.vault import Vault
 
 log = logging.getLogger("tidings.events")
 # A leased endpoint is not due elsewhere; the lease outlasts the request.

@@ -17,13 +17,13 @@ from tidings.dispatch.claim import Claimed
 from tidings.domain.intent import Intent
 from tidings.domain.segments import count_segments
 from tidings.domain.senders import SenderNumbers
+from tidings.platform.vault import Vault
 from tidings.providers.messages import AttachmentRef, OutboundMessage
 from tidings.store import ledger, templates
 from tidings.store.database import Database, fetch_one
 from tidings.templates.limits import DEFAULT_LIMITS, RenderLimits
 from tidings.templates.model import RenderError, TemplateError, TemplateRevision
 from tidings.templates.render import RENDER_LIMIT_REASON, render
-from tidings.vault import Vault
 
 Conn = psycopg.Connection[Any]
 log = logging.getLogger("tidings.worker")

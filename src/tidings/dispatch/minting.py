@@ -31,7 +31,7 @@ import httpx
 
 from tidings.dispatch.message import PrepareError
 from tidings.domain.intent import Intent
-from tidings.signing import SIGNATURE_HEADER, sign
+from tidings.platform.signing import SIGNATURE_HEADER, sign
 
 log = logging.getLogger("tidings.minting")
 TIMEOUT = 5.0

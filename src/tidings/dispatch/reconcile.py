@@ -29,13 +29,13 @@ from tidings.domain.schedules import next_check_at
 from tidings.domain.states import AttemptState
 from tidings.domain.transitions import Event, allowed
 from tidings.observability.process_metrics import record_lookup
+from tidings.platform.vault import Vault
 from tidings.providers.base import ProviderAdapter
 from tidings.providers.errors import ProviderError, ProviderUnavailable
 from tidings.store import attempts, ledger
 from tidings.store.attempts import AttemptRef, DueCheck
 from tidings.store.database import Database, fetch_all
 from tidings.store.isolation import FAILS_ALONE, note_alone, quarantine_sending
-from tidings.vault import Vault
 
 Conn = psycopg.Connection[Any]
 log = logging.getLogger("tidings.reconciler")

@@ -65,9 +65,7 @@ def drop_due_months(
             if getattr(month, mark) is not None:
                 continue
             keep = _kept(db, kept_query, month.month, _days(clocks, field), now)
-            if keep is not None and evidence_partitions.drop(
-                db, month.month, tables, now, keep
-            ):
+            if keep is not None and evidence_partitions.drop(db, month.month, tables, now, keep):
                 moved = f" ({len(keep)} intents' kept)" if keep else ""
                 dropped.append(f"{month.month}: {', '.join(tables)}{moved}")
     return dropped

@@ -28,10 +28,10 @@ from tidings.dispatch.message import Minter
 from tidings.dispatch.record import IntentOutcome, Sent, record_released
 from tidings.dispatch.retention import purge
 from tidings.dispatch.steps import WorkerConfig, WorkerSteps
+from tidings.platform.signal_wait import wait_for_signal
 from tidings.providers.accounts import Factory, from_environment
 from tidings.providers.base import ProviderAdapter
 from tidings.runtime import Runtime
-from tidings.signal_wait import wait_for_signal
 
 log = logging.getLogger("tidings.worker")
 NOTIFY_CHANNEL = "tidings_due"

@@ -48,9 +48,9 @@ from tidings.dispatch.sweep import sweep
 from tidings.dispatch.window import Window
 from tidings.jobs.prepare import prepare_next
 from tidings.observability.alerts import AlertSweeper
-from tidings.observability.logging import job_context, log_context
 from tidings.observability.process_metrics import record_call_withheld
-from tidings.outbound import AddressPolicy, OutboundClient
+from tidings.platform.logging import job_context, log_context
+from tidings.platform.outbound import AddressPolicy, OutboundClient
 from tidings.providers.accounts import Factory, ProviderAccounts, from_environment
 from tidings.providers.base import ProviderAdapter
 from tidings.providers.outcomes import RejectCode, Retryable

@@ -22,7 +22,7 @@ def cli_reference() -> str:
     """Every `tidings` command with its usage and options, from the typer app."""
     import typer
 
-    from tidings.cli import app
+    from tidings.cli.main import app
 
     # typer vendors its own click: duck-type its commands, groups and contexts.
     root = typer.main.get_command(app)
@@ -61,14 +61,14 @@ def _commands(
 
 
 def settings_reference() -> str:
-    """Every field of `tidings.config.Settings` with its default and comment,
+    """Every field of `tidings.platform.settings.Settings` with its default and comment,
     then every other `TIDINGS_*` variable the code reads, and where."""
-    from tidings.config import Settings
+    from tidings.platform.settings import Settings
 
     comments = _field_comments(PACKAGE / "config.py")
     out = [
         "# Settings\n",
-        "Generated from `src/tidings/config.py` (a pydantic-settings model) at",
+        "Generated from `src/tidings/platform/settings.py` (a pydantic-settings model) at",
         "build time. Each setting is an environment variable; a comment in",
         "the model that covers several fields is shown on the first. The",
         "README's configuration table says more about each.\n",

@@ -21,10 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Final, Literal
-
-if TYPE_CHECKING:
-    from tidings.domain.policy_document import Policy
+from typing import Final, Literal
 
 Scope = Literal[
     "recipient", "destination", "job", "event_class", "tenant", "country", "provider_account"
@@ -106,48 +103,3 @@ def check(key: LimitKey, now: datetime, used: int) -> LimitCheck:
     if used + key.cost <= key.limit:
         return LimitCheck(True, None, key)
     return LimitCheck(False, key.window_start(now) + timedelta(seconds=key.per_seconds), key)
-
-
-def limit_keys(
-    policy: Policy,
-    *,
-    channel: str,
-    recipient_ref: str,
-    destination_hash: str,
-    job_id: str | None,
-    event_class: str,
-    tenant: str,
-    country: str | None,
-    provider_account: str | None,
-    segments: int = 1,
-) -> list[LimitKey]:
-    """Every counter one message consumes: rate limits cost 1, spend costs
-    its SMS segments. A rule whose scope has no value (no job, unknown
-    country) has nothing to count against and is skipped."""
-    values: dict[str, str | None] = {
-        "recipient": recipient_ref,
-        "destination": destination_hash,
-        "job": job_id,
-        "event_class": event_class,
-        "tenant": tenant,
-        "country": country,
-        "provider_account": provider_account,
-    }
-    keys = [_rate_key(rule, channel, values[rule.scope]) for rule in policy.rate_limits]
-    keys.append(_spend_key(policy, channel, country, segments))
-    return [k for k in keys if k is not None]
-
-
-def _rate_key(rule: RateLimitRule, channel: str, value: str | None) -> LimitKey | None:
-    if value is None or rule.channel not in (None, channel):
-        return None
-    key = f"{rule.scope}:{rule.channel or '*'}:{rule.per_seconds}s:{value}"
-    return LimitKey(rule.scope, key, rule.limit, rule.per_seconds, 1)
-
-
-def _spend_key(policy: Policy, channel: str, country: str | None, segments: int) -> LimitKey | None:
-    spend = policy.country_spend_limits.get(channel, {}).get(country or "")
-    if spend is None:
-        return None
-    key = f"{SPEND_SCOPE}:{channel}:{spend.per_seconds}s:{country}"
-    return LimitKey(SPEND_SCOPE, key, spend.segments, spend.per_seconds, segments)

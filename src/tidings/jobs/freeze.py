@@ -37,11 +37,11 @@ from tidings.domain.keys import fingerprint
 from tidings.domain.policy import POLICY_MISSING_HELP
 from tidings.jobs import uploads
 from tidings.jobs.request import AudienceMember, JobRequest
-from tidings.observability.logging import job_context, log_context
+from tidings.platform.logging import job_context, log_context
+from tidings.platform.vault import Vault
 from tidings.providers.template_ids import ensure_template_ids
 from tidings.store import policies, templates
 from tidings.store.database import fetch_all, fetch_one
-from tidings.vault import Vault
 
 Conn = psycopg.Connection[Any]
 log = logging.getLogger("tidings.jobs")

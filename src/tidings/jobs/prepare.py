@@ -25,7 +25,7 @@ from tidings.domain.ids import uuid7
 from tidings.domain.keys import job_recipient_key, report_key
 from tidings.domain.policy import CapUsage, ConsentEvidence, PolicyRequest, cap_windows, evaluate
 from tidings.domain.policy_document import Policy
-from tidings.observability.logging import job_context, log_context
+from tidings.platform.logging import job_context, log_context
 from tidings.store import policies
 from tidings.store.database import Database, execute, fetch_all, fetch_one
 from tidings.store.isolation import FAILS_ALONE, quarantine_job

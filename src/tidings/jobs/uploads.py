@@ -33,8 +33,8 @@ from psycopg.types.json import Jsonb
 from tidings.domain.errors import Conflict, InvalidInput, InvalidLine
 from tidings.domain.ids import uuid7
 from tidings.jobs.request import MAX_AUDIENCE, AudienceMember, parse_member
+from tidings.platform.vault import Vault
 from tidings.store.database import execute, fetch_one
-from tidings.vault import Vault
 
 Conn = psycopg.Connection[Any]
 

@@ -43,7 +43,7 @@ def load_attachment(ref: AttachmentRef, max_bytes: int | None = None) -> bytes:
 
 
 def _limit() -> int:
-    from tidings.config import Settings
+    from tidings.platform.settings import Settings
 
     return Settings().max_attachment_bytes
 

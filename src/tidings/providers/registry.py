@@ -13,7 +13,7 @@ AdapterFactory = Callable[[Mapping[str, Any]], ProviderAdapter]
 _FACTORIES: dict[str, AdapterFactory] = {}
 # Built-in adapters register themselves on import; this lets `create` find
 # them without every caller importing every adapter module first.
-_BUILTIN_MODULES = {"simulator": "tidings.providers.simulator_adapter"}
+_BUILTIN_MODULES = {"simulator": "tidings.providers.simulator.adapter"}
 
 
 def register(name: str, factory: AdapterFactory) -> None:

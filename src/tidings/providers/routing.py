@@ -13,11 +13,11 @@ import os
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from tidings.config import Settings
+from tidings.platform.settings import Settings
 from tidings.providers.base import ProviderAdapter
 from tidings.providers.errors import ProviderConfigError
 from tidings.providers.simulator import DEFAULT_WEBHOOK_SECRET
-from tidings.providers.simulator_adapter import SimulatorAdapter
+from tidings.providers.simulator.adapter import SimulatorAdapter
 
 
 def adapters_from_settings(

@@ -23,7 +23,7 @@ from tidings.providers.registry import create
 
 # Adapters register themselves on import; `create` alone knows only the built-ins.
 PROVIDER_MODULES: Mapping[str, str] = {
-    "simulator": "tidings.providers.simulator_adapter",
+    "simulator": "tidings.providers.simulator.adapter",
     "twilio": "tidings.providers.twilio",
     "aws_sms": "tidings.providers.aws_sms",
     "sns": "tidings.providers.sns",

@@ -28,9 +28,9 @@ import psycopg
 
 from tidings.domain.errors import Conflict, InvalidInput
 from tidings.domain.moments import check_moment
+from tidings.platform.vault import Vault
 from tidings.store import ledger
 from tidings.store.database import Row, execute, fetch_all, fetch_one
-from tidings.vault import Vault
 
 Conn = psycopg.Connection[Any]
 

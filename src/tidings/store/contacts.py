@@ -17,9 +17,9 @@ import psycopg
 from tidings.domain.errors import InvalidInput
 from tidings.domain.moments import check_moment, optional_moment
 from tidings.domain.recipients import check_timezone, normalize_email, normalize_phone
+from tidings.platform.vault import Vault
 from tidings.store import ledger
 from tidings.store.database import execute, fetch_all, fetch_one
-from tidings.vault import Vault
 
 Conn = psycopg.Connection[Any]
 

@@ -12,7 +12,7 @@ import os
 import threading
 from pathlib import Path
 
-from tidings.private_files import make_private_dir
+from tidings.platform.private_files import make_private_dir
 
 _lock = threading.Lock()
 _servers: dict[Path, object] = {}

@@ -72,7 +72,6 @@ def registered(conn: Conn) -> list[EvidenceMonth]:
     return [EvidenceMonth.from_row(r) for r in fetch_all(conn, "evidence_months", {})]
 
 
-
 def ensure(db: Transactions, now: datetime) -> list[Month]:
     """Make the months from the last one made through `AHEAD` past `now`'s;
     returns those made. Months are only ever added after the last one, so
@@ -133,8 +132,10 @@ def drop(
         except psycopg.errors.LockNotAvailable:
             log.info("evidence month %s: %s was busy; trying again later", month, table)
             return False
-    mark = "evidence_month_observations_dropped" if tables == ("observations",) else (
-        "evidence_month_attempts_dropped"
+    mark = (
+        "evidence_month_observations_dropped"
+        if tables == ("observations",)
+        else ("evidence_month_attempts_dropped")
     )
     with db.transaction() as conn:
         execute(conn, mark, {"month": month.first_day, "now": now})

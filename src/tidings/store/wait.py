@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tidings.observability.logging import get_logger
+from tidings.platform.logging import get_logger
 
 T = TypeVar("T")
 

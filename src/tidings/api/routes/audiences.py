@@ -35,7 +35,7 @@ from tidings.jobs import uploads
 from tidings.jobs.request import AudienceMember, parse_member
 
 if TYPE_CHECKING:
-    from tidings.api.app import ApiSettings
+    from tidings.api.settings import ApiSettings
 
 PATH = "/v1/audiences"
 MEDIA_TYPE = "application/x-ndjson"

@@ -12,7 +12,7 @@ from tidings.api.auth import Admin, Reader
 from tidings.api.openapi import WITH_BODY, responses
 from tidings.api.schemas.common import RequestModel, Text
 from tidings.api.schemas.events import EventOut, EventPage
-from tidings.outbound import AddressPolicy
+from tidings.platform.outbound import AddressPolicy
 from tidings.store import events
 from tidings.store.events import MAX_LIMIT, START, Cursor
 

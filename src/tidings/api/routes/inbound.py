@@ -36,7 +36,7 @@ from tidings.providers.messages import WebhookRequest
 from tidings.store import tenants
 
 if TYPE_CHECKING:
-    from tidings.api.app import ApiSettings
+    from tidings.api.settings import ApiSettings
 
 router = APIRouter(prefix="/v1/inbound", tags=["webhooks"])
 

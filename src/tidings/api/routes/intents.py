@@ -15,8 +15,8 @@ from tidings.api.problems import Problem
 from tidings.api.schemas.cancel import CancelCountsOut, CancelManyIn
 from tidings.api.schemas.intents import CancelIn, IntentIn, IntentOut, Timeline, TimelineEntryOut
 from tidings.domain.intent import Intent
-from tidings.intake import create_or_replay
-from tidings.intake_request import IntentRequest
+from tidings.intake.create import create_or_replay
+from tidings.intake.request import IntentRequest
 from tidings.store import ledger
 
 router = APIRouter(prefix="/v1/intents", tags=["intents"])

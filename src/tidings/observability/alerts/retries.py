@@ -15,8 +15,8 @@ from datetime import datetime
 
 from tidings.domain.breaker import SHARED_MAX_SECONDS
 from tidings.domain.schedules import DEFAULT_MAX_PENDING_SECONDS
-from tidings.observability.alert_config import AlertConfig
-from tidings.observability.alert_rules import Alert, Conn, duration_text
+from tidings.observability.alerts.config import AlertConfig
+from tidings.observability.alerts.rules import Alert, Conn, duration_text
 from tidings.providers.outcomes import RejectCode
 from tidings.store.database import Row, fetch_all
 

@@ -3,7 +3,7 @@ event class, a recipient or a correlation id (seed 000 cancels a class or a
 member).
 
 Each intent moves by the same version-checked transition as a single
-cancel (`client.cancel_intent`), so the cancellation race rules hold
+cancel (`cancel_intent` below), so the cancellation race rules hold
 unchanged: a claim that committed first sends, one that had not is stale.
 The work goes in batches, each its own transaction, so canceling a
 100,000-recipient job never holds one huge transaction or its row locks.
@@ -16,7 +16,12 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from tidings.domain.errors import AlreadyTerminal, InvalidInput
+import psycopg
+
+from tidings.domain.errors import AlreadyTerminal, InvalidInput, NotFound, StaleTransition
+from tidings.domain.intent import Intent
+from tidings.domain.transitions import Event
+from tidings.store import ledger
 from tidings.store.database import Database, fetch_all, fetch_one
 
 BATCH_SIZE = 500
@@ -62,8 +67,6 @@ def cancel_many(
     actor: str,
     batch_size: int = BATCH_SIZE,
 ) -> CancelCounts:
-    from tidings.client import cancel_intent  # the single cancel, shared
-
     which.check()
     with db.transaction() as conn:
         row = fetch_one(conn, "count_final_matching", {"tenant_id": tenant, **which.params()})
@@ -82,3 +85,38 @@ def cancel_many(
         if len(ids) < batch_size:
             return CancelCounts(canceled, already_final)
         after = ids[-1]
+
+
+# A cancel retries when it loses a race to a worker; each retry re-reads the
+# committed state, so a handful always suffices unless something is broken.
+CANCEL_RETRIES = 8
+
+
+def cancel_intent(
+    conn: psycopg.Connection[Any],
+    tenant: str,
+    intent_id: UUID,
+    reason: str,
+    now: datetime,
+    actor: str,
+) -> Intent:
+    for _ in range(CANCEL_RETRIES):
+        intent = ledger.get_intent(conn, tenant, intent_id)
+        if intent is None:
+            raise NotFound(f"no intent {intent_id}")
+        if intent.terminal:
+            raise AlreadyTerminal(intent.state.value)
+        try:
+            move = ledger.Move(cancel_reason=reason)
+            return ledger.transition(
+                conn,
+                intent,
+                Event.CANCEL,
+                now=now,
+                actor=actor,
+                move=move,
+                detail={"reason": reason},
+            )
+        except StaleTransition:
+            continue
+    raise StaleTransition(f"intent {intent_id} kept changing; cancel not applied")

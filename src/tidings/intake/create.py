@@ -6,7 +6,7 @@ never the raw destination, so nothing sensitive is stored to tell a replay
 from a conflicting reuse of the key.
 
 The template revision and policy version come from the process's cache
-(intake_cache.py) when it has them, so a create is one statement; that
+(cache.py) when it has them, so a create is one statement; that
 statement inserts only if they are still current, and otherwise the
 create reads them again and retries. Nothing is created under a version
 that was not current at the insert.
@@ -32,14 +32,14 @@ from tidings.domain.ids import uuid7
 from tidings.domain.intent import Intent
 from tidings.domain.policy_document import Policy
 from tidings.domain.states import IntentState
-from tidings.intake_cache import Candidates, IntakeCache, Remembered, TemplateKey
-from tidings.intake_request import IntentRequest
+from tidings.intake.cache import Candidates, IntakeCache, Remembered, TemplateKey
+from tidings.intake.request import IntentRequest
+from tidings.platform.vault import Vault
 from tidings.store import ledger, templates
 from tidings.store.database import fetch_all
 from tidings.templates.model import TemplateRevision
-from tidings.vault import Vault
 
-log = logging.getLogger("tidings.intake")
+log = logging.getLogger("tidings.intake.create")
 
 DEFAULT_RESEND_BUDGET = 1
 # A create reads the template and policy again each time its insert finds

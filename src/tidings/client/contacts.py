@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 
-from tidings.client_base import ClientBase
+from tidings.client.base import ClientBase
 from tidings.domain.keywords import Keyword, classify
 from tidings.domain.recipients import Channel, normalize_email, normalize_phone, parse_channel
 from tidings.domain.storable import check_fields

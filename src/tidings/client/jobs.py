@@ -8,7 +8,7 @@ from uuid import UUID
 
 import psycopg
 
-from tidings.client_base import ClientBase, as_uuid
+from tidings.client.base import ClientBase, as_uuid
 from tidings.jobs.freeze import create_job
 from tidings.jobs.prepare import prepare_next
 from tidings.jobs.request import parse_job

@@ -96,7 +96,7 @@ class Settings(BaseSettings):
     # computed over it, and https:// makes the console's cookies Secure.
     public_base_url: str | None = None
     # Event webhooks (tenant-chosen URLs) to loopback or private addresses:
-    # for development and tests only (src/tidings/outbound.py).
+    # for development and tests only (src/tidings/platform/outbound.py).
     allow_private_webhooks: bool = False
     # Event pushes run on a pool of their own: how many tenants at once,
     # and the most one request may take, trickled answer included.

@@ -5,8 +5,8 @@
     intent = t.notify(idempotency_key="waitlist:771:1842:offer:1", channel="sms", ...)
 
 Intents are here; contacts, jobs and a tenant's configuration are methods
-of the same object, written in `client_contacts.py`, `client_jobs.py` and
-`client_setup.py`. Beneath it, `runtime` (database, clock, vault,
+of the same object, written in `contacts.py`, `jobs.py` and
+`setup.py`. Beneath it, `runtime` (database, clock, vault,
 settings) is what workers, alerts, metrics and the console run on.
 
 `notify(conn=...)` joins the caller's psycopg transaction: the intent
@@ -23,20 +23,20 @@ from uuid import UUID
 
 import psycopg
 
-from tidings.client_base import as_uuid
-from tidings.client_cancel import CancelCounts, CancelFilter, cancel_many
-from tidings.client_contacts import ContactMethods
-from tidings.client_jobs import JobMethods
-from tidings.client_setup import SetupMethods
-from tidings.client_shadow import live_outcomes, shadow_report
-from tidings.config import Settings
+from tidings.client.base import as_uuid
+from tidings.client.cancel import CancelCounts, CancelFilter, cancel_intent, cancel_many
+from tidings.client.contacts import ContactMethods
+from tidings.client.jobs import JobMethods
+from tidings.client.setup import SetupMethods
+from tidings.client.shadow import live_outcomes, shadow_report
 from tidings.domain.cancellation import parse_reason
 from tidings.domain.clock import Clock, SystemClock
-from tidings.domain.errors import AlreadyTerminal, Conflict, NotFound, StaleTransition
+from tidings.domain.errors import Conflict, NotFound
 from tidings.domain.intent import Intent, TimelineEntry
-from tidings.domain.transitions import Event
-from tidings.intake import create_or_replay
-from tidings.intake_request import IntentRequest
+from tidings.intake.create import create_or_replay
+from tidings.intake.request import IntentRequest
+from tidings.platform.settings import Settings
+from tidings.platform.vault import Vault, local_secret
 from tidings.runtime import Runtime
 from tidings.store import ledger
 from tidings.store.database import Database
@@ -44,11 +44,6 @@ from tidings.store.database_clock import DatabaseClock
 from tidings.store.embedded import embedded_url
 from tidings.store.migrate import migrate as apply_migrations
 from tidings.store.wakeups import Waker
-from tidings.vault import Vault, local_secret
-
-# A cancel retries when it loses a race to a worker; each retry re-reads the
-# committed state, so a handful always suffices unless something is broken.
-CANCEL_RETRIES = 8
 
 
 class Tidings(ContactMethods, JobMethods, SetupMethods):
@@ -219,36 +214,6 @@ class Tidings(ContactMethods, JobMethods, SetupMethods):
         self.get(intent_id)
         with self.db.transaction() as conn:
             return ledger.timeline(conn, self.tenant, as_uuid(intent_id))
-
-
-def cancel_intent(
-    conn: psycopg.Connection[Any],
-    tenant: str,
-    intent_id: UUID,
-    reason: str,
-    now: datetime,
-    actor: str,
-) -> Intent:
-    for _ in range(CANCEL_RETRIES):
-        intent = ledger.get_intent(conn, tenant, intent_id)
-        if intent is None:
-            raise NotFound(f"no intent {intent_id}")
-        if intent.terminal:
-            raise AlreadyTerminal(intent.state.value)
-        try:
-            move = ledger.Move(cancel_reason=reason)
-            return ledger.transition(
-                conn,
-                intent,
-                Event.CANCEL,
-                now=now,
-                actor=actor,
-                move=move,
-                detail={"reason": reason},
-            )
-        except StaleTransition:
-            continue
-    raise StaleTransition(f"intent {intent_id} kept changing; cancel not applied")
 
 
 def _default_clock(settings: Settings, db: Database) -> Clock:

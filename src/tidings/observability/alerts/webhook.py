@@ -24,7 +24,7 @@ from uuid import UUID
 
 import httpx
 
-from tidings.signing import SIGNATURE_HEADER, sign
+from tidings.platform.signing import SIGNATURE_HEADER, sign
 from tidings.store.database import Database, Row, execute, fetch_all
 
 log = logging.getLogger("tidings.alerts")

@@ -13,8 +13,8 @@ from typing import Any
 
 import psycopg
 
-from tidings.observability.alert_config import AlertConfig, Objective, Severity
-from tidings.observability.alert_webhook import jsonable
+from tidings.observability.alerts.config import AlertConfig, Objective, Severity
+from tidings.observability.alerts.webhook import jsonable
 from tidings.observability.metrics import SCRAPE_TIMEOUT_MS
 from tidings.observability.transition_rows import allowed_transitions
 from tidings.store.database import Row, fetch_all, fetch_one

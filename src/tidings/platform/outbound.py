@@ -18,7 +18,7 @@ Loopback and private addresses are allowed only with
 tests; metadata, link-local, multicast, unspecified and reserved addresses
 never are.
 
-Names are looked up on the resolver's own pool (tidings/resolver.py),
+Names are looked up on the resolver's own pool (tidings/platform/resolver.py),
 each tenant holding at most a few of its threads, each caller waiting at
 most until its deadline: a tenant's silent name server delays only it.
 
@@ -40,10 +40,10 @@ from typing import Any
 import httpcore
 import httpx
 
-from tidings import resolver
-from tidings.config import Settings
 from tidings.domain.errors import InvalidInput
-from tidings.resolver import DNS_BUSY, Address, ResolverBusy, ResolveTimeout
+from tidings.platform import resolver
+from tidings.platform.resolver import DNS_BUSY, Address, ResolverBusy, ResolveTimeout
+from tidings.platform.settings import Settings
 
 URL_NOT_ALLOWED = "URL_NOT_ALLOWED"
 DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from tidings.cli_stop import bound_the_stop, stop_on_signals
-from tidings.config import Settings
-from tidings.keys_cli import keys_app
-from tidings.signal_wait import wait_for_signal
+from tidings.cli.keys import keys_app
+from tidings.cli.stop import bound_the_stop, stop_on_signals
+from tidings.platform.settings import Settings
+from tidings.platform.signal_wait import wait_for_signal
 
 if TYPE_CHECKING:
     from tidings.client import Tidings
@@ -59,7 +59,7 @@ def _configure_logs(log_format: str | None, log_level: str | None) -> None:
     """The redacting structured logging, for every long-running command: each
     line carries the context bound where it happened (tenant, intent id,
     correlation id, attempt, provider), never a destination, body or token."""
-    from tidings.observability.logging import configure_logging
+    from tidings.platform.logging import configure_logging
 
     fmt = (log_format or os.environ.get("TIDINGS_LOG_FORMAT") or "json").lower()
     level = (log_level or os.environ.get("TIDINGS_LOG_LEVEL") or "info").upper()
@@ -221,9 +221,7 @@ def serve(
     log_level: LogLevel = "",
     workers: Annotated[
         int,
-        typer.Option(
-            min=1, max=64, help="API processes sharing the port (each with its own pool)"
-        ),
+        typer.Option(min=1, max=64, help="API processes sharing the port (each with its own pool)"),
     ] = 1,
 ) -> None:
     """Serve the HTTP API (and the console at /console)."""
@@ -274,10 +272,10 @@ def up(
     metrics_port: Annotated[int, typer.Option(help="Prometheus /metrics port")] = 9464,
 ) -> None:
     """Everything at once: embedded database, API, console, worker, simulator."""
-    from tidings.devstack import DevStack
+    from tidings.cli.devstack import DevStack
 
     # A development stack: event webhooks to a receiver on this machine are
-    # the point (src/tidings/outbound.py); set it to 0 to try the refusal.
+    # the point (src/tidings/platform/outbound.py); set it to 0 to try the refusal.
     os.environ.setdefault("TIDINGS_ALLOW_PRIVATE_WEBHOOKS", "1")
     stack = DevStack(
         Settings(), api_port=port, simulator_port=simulator_port, metrics_port=metrics_port
@@ -339,7 +337,7 @@ def docs(
 @app.command()
 def timeline(intent: str, tenant: Annotated[str | None, typer.Option()] = None) -> None:
     """Print everything known about one intent, in order."""
-    from tidings.cli_timeline import intent_summary, timeline_table
+    from tidings.cli.timeline import intent_summary, timeline_table
 
     with _tidings(tenant) as t:
         found = t.get(intent)
@@ -405,7 +403,7 @@ def replay(
     (exit 1 on any difference, 2 on bad input).
     """
     if from_shadow:
-        from tidings.client_shadow import shadow_command
+        from tidings.cli.shadow import shadow_command
 
         if path is not None:
             raise typer.BadParameter("--from-shadow reads the database, not fixture files")

@@ -2,21 +2,21 @@
 for, and the tenant row made on first write.
 
 `Tidings` (client.py) is assembled from parts by concept: intents there,
-contacts, jobs and configuration in `client_contacts.py`,
-`client_jobs.py` and `client_setup.py`.
+contacts, jobs and configuration in `contacts.py`,
+`jobs.py` and `setup.py`.
 """
 
 from __future__ import annotations
 
 from uuid import UUID
 
-from tidings.config import Settings
 from tidings.domain.clock import Clock
 from tidings.domain.errors import NotFound
+from tidings.platform.settings import Settings
+from tidings.platform.vault import Vault
 from tidings.runtime import Runtime
 from tidings.store import ledger
 from tidings.store.database import Database
-from tidings.vault import Vault
 
 
 class ClientBase:

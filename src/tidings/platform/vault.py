@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from tidings.private_files import make_private_dir, narrow
+from tidings.platform.private_files import make_private_dir, narrow
 
 AES_GCM = b"\x01"
 FERNET = b"g"

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tidings.client_base import ClientBase
+from tidings.client.base import ClientBase
 from tidings.domain.errors import InvalidInput
-from tidings.outbound import AddressPolicy
+from tidings.platform.outbound import AddressPolicy
 from tidings.store import controls as control_store
 from tidings.store import event_webhooks
 from tidings.store import policies as policy_store

@@ -18,7 +18,7 @@ batch finishing:
   retried after retryable provider failures (429, 5xx, a misconfigured
   adapter, a report that cannot be loaded) at least
   ``TIDINGS_ALERT_RETRY_WARN_FAILURES`` times; each ends ``failed`` at its
-  policy's ``retry.max_failures`` (alert_retries.py). A warning;
+  policy's ``retry.max_failures`` (retries.py). A warning;
 * ``pending_too_long:<channel>``: unsent intents older than their policy's
   ``retry.max_pending_seconds``. A warning;
 * ``delivery_unknown:<event_class>:<channel>`` (condition
@@ -41,8 +41,8 @@ openings, escalations to page and resolutions are POSTed, signed, to
     sweeper = AlertSweeper(runtime)          # thresholds from TIDINGS_ALERT_*
     sweeper.tick(runtime.clock.now())        # in the worker's maintenance loop
 
-The objectives are in `alert_config.py`, the conditions in `alert_rules.py`,
-the webhook in `alert_webhook.py`; here, storing and the sweeper's round.
+The objectives are in `config.py`, the conditions in `rules.py`,
+the webhook in `webhook.py`; here, storing and the sweeper's round.
 """
 
 from __future__ import annotations
@@ -55,10 +55,10 @@ from datetime import datetime
 import psycopg
 
 from tidings.domain.ids import uuid7
-from tidings.observability.alert_config import AlertConfig
-from tidings.observability.alert_retries import evaluate_retries
-from tidings.observability.alert_rules import Alert, Conn, evaluate
-from tidings.observability.alert_webhook import AlertWebhook, deliver_pending
+from tidings.observability.alerts.config import AlertConfig
+from tidings.observability.alerts.retries import evaluate_retries
+from tidings.observability.alerts.rules import Alert, Conn, evaluate
+from tidings.observability.alerts.webhook import AlertWebhook, deliver_pending
 from tidings.runtime import Runtime
 from tidings.store.database import Database, Row, execute, fetch_all, fetch_one
 

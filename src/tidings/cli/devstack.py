@@ -25,12 +25,12 @@ import httpx
 import uvicorn
 
 from tidings.client import Tidings
-from tidings.config import Settings
 from tidings.dispatch.runner import Worker
 from tidings.dispatch.steps import WorkerConfig
 from tidings.observability.metrics import serve_ledger_metrics
+from tidings.platform.settings import Settings
 from tidings.policies import builtin_document
-from tidings.providers.simulator_adapter import SimulatorAdapter
+from tidings.providers.simulator.adapter import SimulatorAdapter
 from tidings.store import policies as policy_store
 from tidings.store.api_keys import create_key
 
@@ -116,7 +116,11 @@ class DevStack:
     def dev_key(self) -> str:
         with self.tidings.db.transaction() as conn:
             _, plaintext = create_key(
-                conn, self.tidings.tenant, ALL_SCOPES, "tidings up", vault=self.tidings.vault
+                conn,
+                self.tidings.tenant,
+                ALL_SCOPES,
+                "tidings up",
+                vault=self.tidings.vault,
             )
         return plaintext
 
@@ -148,7 +152,8 @@ class DevStack:
             httpx.put(f"{self.simulator_url}/_config", json=config, timeout=5).raise_for_status()
 
     def _start_api(self) -> None:
-        from tidings.api.app import ApiSettings, create_app
+        from tidings.api.app import create_app
+        from tidings.api.settings import ApiSettings
 
         app = create_app(
             self.tidings,

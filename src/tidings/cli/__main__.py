@@ -1,0 +1,3 @@
+from tidings.cli.main import main
+
+main()
