@@ -39,8 +39,8 @@ from tidings.domain.states import IntentState
 from tidings.observability.process_metrics import PROCESS_METRICS, PROCESS_REGISTRY
 from tidings.observability.transition_rows import allowed_transitions
 from tidings.runtime import Runtime
-from tidings.store import provider_pauses
-from tidings.store.database import Row, fetch_all, fetch_one
+from tidings.store import metrics_reads, provider_pauses
+from tidings.store.database import Row
 
 log = logging.getLogger("tidings.metrics")
 
@@ -107,7 +107,7 @@ class LedgerCollector(Collector):
         )
         try:
             with self.runtime.db.transaction() as conn:
-                fetch_one(conn, "metrics_statement_timeout", {"ms": str(SCRAPE_TIMEOUT_MS)})
+                metrics_reads.limit_statement_time(conn, SCRAPE_TIMEOUT_MS)
                 families = list(_ledger_families(conn, now))
         except psycopg.Error as exc:
             log.warning("metrics: ledger unreadable: %s", type(exc).__name__)
@@ -118,27 +118,27 @@ class LedgerCollector(Collector):
 
 
 def _ledger_families(conn: psycopg.Connection[Any], now: datetime) -> Iterator[Metric]:
-    by_state = fetch_all(conn, "metrics_intents_by_state", {})
+    by_state = metrics_reads.intents_by_state(conn)
     tenants = sorted({r["tenant_id"] for r in by_state})
     yield _intents(by_state, tenants)
-    yield from _codes(fetch_all(conn, "metrics_intents_by_code", {}))
-    yield from _due(fetch_all(conn, "metrics_due", {"now": now}), tenants, now)
-    yield from _unreconciled(fetch_all(conn, "metrics_unreconciled", {}), now)
-    yield _last_reconciliation(fetch_all(conn, "metrics_last_reconciliation", {}))
-    yield from _poll_lag(fetch_all(conn, "metrics_poll_lag", {"now": now}), tenants, now)
+    yield from _codes(metrics_reads.intents_by_code(conn))
+    yield from _due(metrics_reads.due(conn, now), tenants, now)
+    yield from _unreconciled(metrics_reads.unreconciled(conn), now)
+    yield _last_reconciliation(metrics_reads.last_reconciliation(conn))
+    yield from _poll_lag(metrics_reads.poll_lag(conn, now), tenants, now)
     yield _histogram(
         "tidings_attempts_per_intent",
         "Attempts each terminal intent took (0: decided without a send).",
-        fetch_all(conn, "metrics_attempts_histogram", {"bounds": list(ATTEMPT_BUCKETS)}),
+        metrics_reads.attempts_histogram(conn, ATTEMPT_BUCKETS),
     )
     yield _histogram(
         "tidings_accept_to_terminal_seconds",
         "From provider acceptance to terminal evidence, per terminal intent.",
-        fetch_all(conn, "metrics_accept_to_terminal_histogram", {"bounds": list(LATENCY_BUCKETS)}),
+        metrics_reads.accept_to_terminal_histogram(conn, LATENCY_BUCKETS),
     )
-    yield from _audit(fetch_all(conn, "metrics_transition_audit", allowed_transitions()), tenants)
-    yield _quarantined(fetch_all(conn, "metrics_quarantined", {}))
-    yield _unknown(fetch_all(conn, "metrics_unknown", {}))
+    yield from _audit(metrics_reads.transition_audit(conn, allowed_transitions()), tenants)
+    yield _quarantined(metrics_reads.quarantined(conn))
+    yield _unknown(metrics_reads.unknown(conn))
     yield _paused(provider_pauses.active(conn, now), now)
     yield _held(provider_pauses.held(conn, now), now)
 

@@ -60,7 +60,8 @@ from tidings.observability.alerts.retries import evaluate_retries
 from tidings.observability.alerts.rules import Alert, Conn, evaluate
 from tidings.observability.alerts.webhook import AlertWebhook, deliver_pending
 from tidings.runtime import Runtime
-from tidings.store.database import Database, Row, execute, fetch_all, fetch_one
+from tidings.store import alerts as stored
+from tidings.store.database import Database, Row
 
 log = logging.getLogger("tidings.alerts")
 
@@ -103,58 +104,62 @@ def sync_alerts(
     started = time.monotonic()
     try:
         with db.transaction() as conn:
-            row = fetch_one(conn, "alerts_lock", {"lock": ALERTS_LOCK})
-            if not (row and row["locked"]):
+            if not stored.try_lock(conn, ALERTS_LOCK):
                 return None
-            if every is not None:
-                params = {"scope": ROUND_SCOPE, "now": now, "every": every,
-                          "spacing": ROUND_SPACING}  # fmt: skip
-                if fetch_one(conn, "alert_round_claim", params) is None:
-                    return None
+            if every is not None and not stored.claim_round(
+                conn, ROUND_SCOPE, now, every, ROUND_SPACING
+            ):
+                return None
             alerts = every_condition(conn, now, config or AlertConfig.from_env())
             changes = store(conn, alerts, now)
             if every is not None:
                 took = time.monotonic() - started
-                execute(conn, "alert_round_cost", {"scope": ROUND_SCOPE, "took": took})
+                stored.record_round_cost(conn, ROUND_SCOPE, took)
             return changes
     except psycopg.errors.QueryCanceled:
         # The scans ran past their timeout: count the round and its cost, or
         # every worker would start it again each interval and fail again.
         if every is not None:
             took = time.monotonic() - started
-            params = {"scope": ROUND_SCOPE, "now": now, "every": every, "took": took}
             with db.transaction() as conn:
-                execute(conn, "alert_round_failed", params)
+                stored.record_failed_round(conn, ROUND_SCOPE, now, every, took)
         raise
 
 
 def store(conn: Conn, alerts: list[Alert], now: datetime) -> AlertChanges:
     """Make the open alerts match `alerts`: open new ones, resolve cleared ones."""
     changes = AlertChanges()
-    open_rows = {(r["tenant_id"], r["key"]): r for r in fetch_all(conn, "alerts_open_all", {})}
+    open_rows = {(r["tenant_id"], r["key"]): r for r in stored.open_alerts(conn)}
     for alert in alerts:
-        params = {
-            "tenant_id": alert.tenant_id,
-            "key": alert.key,
-            "condition": alert.condition,
-            "severity": alert.severity,
-            "summary": alert.summary,
-            "details": alert.details,
-            "now": now,
-        }
         existing = open_rows.pop((alert.tenant_id, alert.key), None)
         if existing is None:
-            opened = fetch_one(conn, "alert_open", {**params, "id": uuid7(now)})
+            opened = stored.open_alert(
+                conn,
+                tenant_id=alert.tenant_id,
+                alert_id=uuid7(now),
+                key=alert.key,
+                condition=alert.condition,
+                severity=alert.severity,
+                summary=alert.summary,
+                details=alert.details,
+                now=now,
+            )
             if opened is not None:
                 changes.opened.append(opened)
         else:
-            updated = fetch_one(conn, "alert_update", {**params, "id": existing["id"]})
+            updated = stored.update_alert(
+                conn,
+                tenant_id=alert.tenant_id,
+                alert_id=existing["id"],
+                severity=alert.severity,
+                summary=alert.summary,
+                details=alert.details,
+                now=now,
+            )
             if updated is not None:
                 changes.updated.append(updated)
     for stale in open_rows.values():
-        resolved = fetch_one(
-            conn, "alert_resolve", {"tenant_id": stale["tenant_id"], "id": stale["id"], "now": now}
-        )
+        resolved = stored.resolve_alert(conn, stale["tenant_id"], stale["id"], now)
         if resolved is not None:
             changes.resolved.append(resolved)
     return changes

@@ -18,23 +18,16 @@ from tidings.domain.schedules import DEFAULT_MAX_PENDING_SECONDS
 from tidings.observability.alerts.config import AlertConfig
 from tidings.observability.alerts.rules import Alert, Conn, duration_text
 from tidings.providers.outcomes import RejectCode
-from tidings.store.database import Row, fetch_all
+from tidings.store import alert_scans
+from tidings.store.database import Row
 
 _PROVIDER_CODES = sorted(code.value for code in RejectCode)
 
 
 def evaluate_retries(conn: Conn, now: datetime, config: AlertConfig) -> list[Alert]:
-    retrying = fetch_all(
-        conn,
-        "alert_retrying",
-        {"codes": _PROVIDER_CODES, "threshold": config.retry_warn_failures},
-    )
-    stale = fetch_all(
-        conn,
-        "alert_pending_too_long",
-        {"now": now, "default_seconds": DEFAULT_MAX_PENDING_SECONDS},
-    )
-    paused = fetch_all(conn, "alert_provider_paused", {"now": now})
+    retrying = alert_scans.retrying(conn, _PROVIDER_CODES, config.retry_warn_failures)
+    stale = alert_scans.pending_too_long(conn, now, DEFAULT_MAX_PENDING_SECONDS)
+    paused = alert_scans.provider_paused(conn, now)
     return [*_retrying(retrying, config), *_paused(paused, now), *_pending(stale, now)]
 
 

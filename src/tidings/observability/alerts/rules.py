@@ -17,7 +17,8 @@ from tidings.observability.alerts.config import AlertConfig, Objective, Severity
 from tidings.observability.alerts.webhook import jsonable
 from tidings.observability.metrics import SCRAPE_TIMEOUT_MS
 from tidings.observability.transition_rows import allowed_transitions
-from tidings.store.database import Row, fetch_all, fetch_one
+from tidings.store import alert_scans, metrics_reads
+from tidings.store.database import Row
 
 Conn = psycopg.Connection[Any]
 KILL_SWITCH = "PUT /v1/controls/kill-switch"
@@ -34,31 +35,17 @@ class Alert:
 
 
 def evaluate(conn: Conn, now: datetime, config: AlertConfig) -> list[Alert]:
-    fetch_one(conn, "metrics_statement_timeout", {"ms": str(SCRAPE_TIMEOUT_MS)})
-    last = {
-        (r["tenant_id"], r["channel"]): r["at"]
-        for r in fetch_all(conn, "metrics_last_reconciliation", {})
-    }
+    metrics_reads.limit_statement_time(conn, SCRAPE_TIMEOUT_MS)
+    reconciled = metrics_reads.last_reconciliation(conn)
+    last = {(r["tenant_id"], r["channel"]): r["at"] for r in reconciled}
     unknown_since = now - timedelta(seconds=config.unknown_window_seconds)
+    quarantine_since = now - timedelta(seconds=config.quarantine_window_seconds)
     return [
-        *_unreconciled(
-            fetch_all(conn, "alert_unreconciled", {"unknown_since": unknown_since}),
-            last,
-            now,
-            config,
-        ),
-        *_unknown(
-            fetch_all(conn, "alert_delivery_unknown", {"since": unknown_since}), last, now, config
-        ),
-        *_due(fetch_all(conn, "alert_due", {"now": now}), last, now, config),
-        *_impossible(fetch_all(conn, "alert_impossible_transitions", allowed_transitions())),
-        *_quarantined(
-            fetch_all(
-                conn,
-                "alert_quarantined",
-                {"since": now - timedelta(seconds=config.quarantine_window_seconds)},
-            )
-        ),
+        *_unreconciled(alert_scans.unreconciled(conn, unknown_since), last, now, config),
+        *_unknown(alert_scans.delivery_unknown(conn, unknown_since), last, now, config),
+        *_due(alert_scans.due(conn, now), last, now, config),
+        *_impossible(alert_scans.impossible_transitions(conn, allowed_transitions())),
+        *_quarantined(alert_scans.quarantined(conn, quarantine_since)),
     ]
 
 

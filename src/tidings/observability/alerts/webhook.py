@@ -25,7 +25,8 @@ from uuid import UUID
 import httpx
 
 from tidings.platform.signing import SIGNATURE_HEADER, sign
-from tidings.store.database import Database, Row, execute, fetch_all
+from tidings.store import alerts as stored
+from tidings.store.database import Database, Row
 
 log = logging.getLogger("tidings.alerts")
 
@@ -87,15 +88,12 @@ def deliver_pending(
     retried on a later round with backoff, so an outage of the receiver
     delays announcements but never loses them."""
     with db.transaction() as conn:
-        claimed = fetch_all(
+        claimed = stored.claim_notifications(
             conn,
-            "alerts_claim_notifications",
-            {
-                "now": now,
-                "lease_until": now + timedelta(seconds=60),
-                "resolved_since": now - timedelta(days=1),
-                "limit": 20,
-            },
+            now,
+            lease_until=now + timedelta(seconds=60),
+            resolved_since=now - timedelta(days=1),
+            limit=20,
         )
     started, delivered = time.monotonic(), 0
     for row in claimed:
@@ -107,28 +105,13 @@ def deliver_pending(
         with db.transaction() as conn:
             if ok:
                 delivered += 1
-                execute(
-                    conn,
-                    "alert_notified",
-                    {
-                        "tenant_id": row["tenant_id"],
-                        "id": row["id"],
-                        "announced": announced,
-                        "severity": row["severity"],
-                        "now": now,
-                    },
+                stored.mark_notified(
+                    conn, row["tenant_id"], row["id"], announced, row["severity"], now
                 )
             else:
                 wait = min(900.0, 30.0 * 2 ** row["notify_failures"])
-                execute(
-                    conn,
-                    "alert_notify_failed",
-                    {
-                        "tenant_id": row["tenant_id"],
-                        "id": row["id"],
-                        "retry_at": now + timedelta(seconds=wait),
-                    },
-                )
+                retry_at = now + timedelta(seconds=wait)
+                stored.mark_notify_failed(conn, row["tenant_id"], row["id"], retry_at)
     return delivered
 
 

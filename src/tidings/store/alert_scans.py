@@ -1,0 +1,64 @@
+"""The scans behind the alert conditions, across every tenant (alert_scans.sql).
+
+Each returns its rows as they come, one per tenant and group;
+`observability/alerts/` decides from them what holds and how loud.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from tidings.store.database import Row, fetch_all
+
+Conn = psycopg.Connection[Any]
+
+
+def unreconciled(conn: Conn, unknown_since: datetime) -> list[Row]:
+    """Per event class and channel: sent with no terminal evidence, or given
+    up as unknown since `unknown_since`, with what the page must name."""
+    return fetch_all(conn, "alert_unreconciled", {"unknown_since": unknown_since})
+
+
+def delivery_unknown(conn: Conn, since: datetime) -> list[Row]:
+    """Per event class and channel: outcomes that stayed unknown since `since`."""
+    return fetch_all(conn, "alert_delivery_unknown", {"since": since})
+
+
+def due(conn: Conn, now: datetime) -> list[Row]:
+    """Per channel: intents due and not claimed, and whether a kill switch holds them."""
+    return fetch_all(conn, "alert_due", {"now": now})
+
+
+def impossible_transitions(conn: Conn, allowed: Mapping[str, list[str]]) -> list[Row]:
+    """Per tenant: audited moves outside `allowed` (parallel `froms`,
+    `events` and `tos` lists), with up to five samples."""
+    return fetch_all(conn, "alert_impossible_transitions", allowed)
+
+
+def quarantined(conn: Conn, since: datetime) -> list[Row]:
+    """Per tenant: intents, rows and documents set aside since `since`."""
+    return fetch_all(conn, "alert_quarantined", {"since": since})
+
+
+def retrying(conn: Conn, codes: Sequence[str], threshold: int) -> list[Row]:
+    """Per tenant and channel: unsent intents deferred at least `threshold`
+    times whose last answer carried one of the provider `codes`."""
+    return fetch_all(conn, "alert_retrying", {"codes": codes, "threshold": threshold})
+
+
+def pending_too_long(conn: Conn, now: datetime, default_seconds: float) -> list[Row]:
+    """Per tenant and channel: unsent intents older than their policy allows
+    (`default_seconds` where it says nothing)."""
+    return fetch_all(
+        conn, "alert_pending_too_long", {"now": now, "default_seconds": default_seconds}
+    )
+
+
+def provider_paused(conn: Conn, now: datetime) -> list[Row]:
+    """Per tenant, account and channel: unsent intents a provider pause or a
+    tenant's own back-off holds."""
+    return fetch_all(conn, "alert_provider_paused", {"now": now})

@@ -1,0 +1,80 @@
+"""The ledger numbers the metrics scrape reads, from rows (metrics_reads.sql).
+
+Each function runs one scan across every tenant and returns its rows as
+they come, keyed by `tenant_id`; `observability/metrics.py` turns them into
+series. Nothing is counted on the side (invariant 7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from tidings.store.database import Row, fetch_all, fetch_one
+
+Conn = psycopg.Connection[Any]
+
+
+def limit_statement_time(conn: Conn, ms: int) -> None:
+    """Give up the transaction's statements after `ms`: a scrape or an alert
+    round must not hold a pooled connection while the tables are locked."""
+    fetch_one(conn, "metrics_statement_timeout", {"ms": str(ms)})
+
+
+def intents_by_state(conn: Conn) -> list[Row]:
+    """`tenant_id, state, n`."""
+    return fetch_all(conn, "metrics_intents_by_state", {})
+
+
+def intents_by_code(conn: Conn) -> list[Row]:
+    """`tenant_id, code, n, suppressed`."""
+    return fetch_all(conn, "metrics_intents_by_code", {})
+
+
+def unknown(conn: Conn) -> list[Row]:
+    """`tenant_id, provider, event_class, channel, n`: outcomes that stayed unknown."""
+    return fetch_all(conn, "metrics_unknown", {})
+
+
+def due(conn: Conn, now: datetime) -> list[Row]:
+    """`tenant_id, channel, oldest, n`: intents a worker could claim now."""
+    return fetch_all(conn, "metrics_due", {"now": now})
+
+
+def unreconciled(conn: Conn) -> list[Row]:
+    """`tenant_id, event_class, channel, oldest, n`: sent, no terminal evidence yet."""
+    return fetch_all(conn, "metrics_unreconciled", {})
+
+
+def last_reconciliation(conn: Conn) -> list[Row]:
+    """`tenant_id, channel, at`: the newest polled, looked-up or webhook observation."""
+    return fetch_all(conn, "metrics_last_reconciliation", {})
+
+
+def poll_lag(conn: Conn, now: datetime) -> list[Row]:
+    """`tenant_id, oldest, n`: status checks due and not done."""
+    return fetch_all(conn, "metrics_poll_lag", {"now": now})
+
+
+def attempts_histogram(conn: Conn, bounds: Sequence[float]) -> list[Row]:
+    """`tenant_id, channel, le, n, count, sum`: attempts per terminal intent."""
+    return fetch_all(conn, "metrics_attempts_histogram", {"bounds": list(bounds)})
+
+
+def accept_to_terminal_histogram(conn: Conn, bounds: Sequence[float]) -> list[Row]:
+    """`tenant_id, channel, le, n, count, sum`: seconds from acceptance to evidence."""
+    return fetch_all(conn, "metrics_accept_to_terminal_histogram", {"bounds": list(bounds)})
+
+
+def transition_audit(conn: Conn, allowed: Mapping[str, list[str]]) -> list[Row]:
+    """`tenant_id, lease_recoveries, impossible`; `allowed` holds the
+    transition table as parallel `froms`, `events` and `tos` lists."""
+    return fetch_all(conn, "metrics_transition_audit", allowed)
+
+
+def quarantined(conn: Conn) -> list[Row]:
+    """`tenant_id, code, n`: intents failed alone as undecodable or unrenderable."""
+    return fetch_all(conn, "metrics_quarantined", {})

@@ -1,0 +1,116 @@
+-- Ledger metrics computed from rows at scrape time (store/metrics_reads.py).
+-- Every number here is derived from ledger rows (invariant 7); no counter is
+-- kept on the side. State lists are written out literally where a partial
+-- index has the same predicate, so the planner can use it.
+
+-- name: metrics_intents_by_state
+SELECT tenant_id, state, count(*) AS n
+FROM intents
+GROUP BY tenant_id, state;
+
+-- name: metrics_intents_by_code
+SELECT tenant_id, decision_code AS code, count(*) AS n,
+       count(*) FILTER (WHERE state = 'suppressed') AS suppressed
+FROM intents
+WHERE decision_code IS NOT NULL
+GROUP BY tenant_id, decision_code;
+
+-- name: metrics_unknown
+-- Outcomes that stayed unknown, by the provider account of the last attempt.
+SELECT i.tenant_id, coalesce(a.provider, '') AS provider, i.event_class, i.channel,
+       count(*) AS n
+FROM intents i
+LEFT JOIN attempts a
+       ON a.tenant_id = i.tenant_id AND a.intent_id = i.id AND a.n = i.attempt_count
+WHERE i.state = 'unknown'
+GROUP BY 1, 2, 3, 4;
+
+-- name: metrics_due
+-- Intents a worker could claim now. Same predicate as intents_due.
+SELECT tenant_id, channel, min(next_due_at) AS oldest, count(*) AS n
+FROM intents
+WHERE state IN ('pending', 'resend_due') AND next_due_at <= %(now)s
+GROUP BY tenant_id, channel;
+
+-- name: metrics_unreconciled
+-- Sent (or being sent) with no terminal evidence yet. Same predicate as
+-- intents_unreconciled. Age counts from the current attempt's call (its
+-- call-started mark; the claim until the call starts), not from the
+-- intent's creation: a bulk job paced by its rate limits sends its last
+-- intents hours after creating them, and each is only as late as its call.
+SELECT i.tenant_id, i.event_class, i.channel,
+       min(coalesce(a.call_started_at, a.created_at, i.created_at)) AS oldest, count(*) AS n
+FROM intents i
+LEFT JOIN attempts a
+       ON a.tenant_id = i.tenant_id AND a.intent_id = i.id AND a.n = i.attempt_count
+WHERE i.state IN ('sending', 'accepted', 'reconciling')
+GROUP BY i.tenant_id, i.event_class, i.channel;
+
+-- name: metrics_last_reconciliation
+-- The newest evidence that reconciliation works: an observation we polled,
+-- looked up or received by webhook (a send's own answer does not count).
+SELECT o.tenant_id, a.channel, max(o.received_at) AS at
+FROM observations o
+JOIN attempts a ON a.tenant_id = o.tenant_id AND a.intent_id = o.intent_id AND a.n = o.attempt_n
+WHERE o.source IN ('poll', 'lookup', 'webhook')
+GROUP BY o.tenant_id, a.channel;
+
+-- name: metrics_poll_lag
+-- Status checks that are due and not done. Same predicate as attempts_checks.
+SELECT tenant_id, min(next_check_at) AS oldest, count(*) AS n
+FROM attempts
+WHERE state IN ('sending', 'accepted', 'unknown') AND next_check_at IS NOT NULL
+  AND next_check_at <= %(now)s
+GROUP BY tenant_id;
+
+-- name: metrics_attempts_histogram
+-- Attempts each finished intent took, as cumulative histogram buckets.
+-- Each row of d meets every bucket once, so count(*) per group is the total.
+WITH d AS (
+    SELECT tenant_id, channel, attempt_count::float8 AS v
+    FROM intents WHERE terminal_at IS NOT NULL
+)
+SELECT d.tenant_id, d.channel, b.le, count(*) FILTER (WHERE d.v <= b.le) AS n,
+       count(*) AS count, sum(d.v) AS sum
+FROM d CROSS JOIN unnest(%(bounds)s::float8[]) AS b (le)
+GROUP BY d.tenant_id, d.channel, b.le
+ORDER BY d.tenant_id, d.channel, b.le;
+
+-- name: metrics_accept_to_terminal_histogram
+-- From the provider's acceptance to terminal evidence, in seconds.
+WITH d AS (
+    SELECT tenant_id, channel, extract(epoch FROM terminal_at - accepted_at)::float8 AS v
+    FROM intents WHERE accepted_at IS NOT NULL AND terminal_at IS NOT NULL
+)
+SELECT d.tenant_id, d.channel, b.le, count(*) FILTER (WHERE d.v <= b.le) AS n,
+       count(*) AS count, sum(d.v) AS sum
+FROM d CROSS JOIN unnest(%(bounds)s::float8[]) AS b (le)
+GROUP BY d.tenant_id, d.channel, b.le
+ORDER BY d.tenant_id, d.channel, b.le;
+
+-- name: metrics_transition_audit
+-- One pass over the audit: lease recoveries, and moves the transition
+-- table does not allow (the allowed triples come from the pure table).
+WITH allowed AS (
+    SELECT * FROM unnest(%(froms)s::text[], %(events)s::text[], %(tos)s::text[])
+        AS a (from_state, event, to_state)
+)
+SELECT t.tenant_id,
+       count(*) FILTER (WHERE t.decision_code IN ('LEASE_EXPIRED', 'CALL_NOT_STARTED'))
+           AS lease_recoveries,
+       count(*) FILTER (WHERE a.event IS NULL) AS impossible
+FROM transitions t
+LEFT JOIN allowed a
+  ON a.from_state = coalesce(t.from_state, '') AND a.event = t.event AND a.to_state = t.to_state
+GROUP BY t.tenant_id;
+
+-- name: metrics_statement_timeout
+-- A scrape or an alert round must not hold a connection for long when the
+-- tables are large or locked: give up and report the ledger as unreadable.
+SELECT set_config('statement_timeout', %(ms)s, true);
+
+-- name: metrics_quarantined
+-- Quarantined intents per tenant and code, from rows (invariant 7).
+SELECT tenant_id, decision_code AS code, count(*) AS n FROM intents
+WHERE decision_code IN ('UNDECODABLE', 'UNRENDERABLE')
+GROUP BY tenant_id, decision_code;
