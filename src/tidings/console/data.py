@@ -18,8 +18,8 @@ import psycopg
 from tidings.domain.intent import Intent, TimelineEntry
 from tidings.domain.redaction import redact_value
 from tidings.domain.states import TERMINAL_INTENT
-from tidings.store import controls, ledger
-from tidings.store.database import Row, fetch_all, fetch_one
+from tidings.store import console_reads, controls, ledger
+from tidings.store.database import Row
 
 Conn = psycopg.Connection[Any]
 
@@ -108,20 +108,17 @@ class Series:
 
 
 def overview(conn: Conn, tenant: str, now: datetime) -> Overview:
-    params = {"tenant_id": tenant, "now": now}
-    counts = {r["state"]: r["n"] for r in fetch_all(conn, "console_counts", params)}
+    counts = console_reads.state_counts(conn, tenant)
     return Overview(
         now=now,
         counts=counts,
-        codes=fetch_all(conn, "console_codes", params),
-        due=fetch_all(conn, "console_due", params),
-        unreconciled=fetch_all(conn, "console_unreconciled", params),
-        last_reconciliation={
-            r["channel"]: r["at"] for r in fetch_all(conn, "console_last_reconciliation", params)
-        },
-        alerts=fetch_all(conn, "console_alerts", {**params, "since": now - timedelta(days=1)}),
+        codes=console_reads.codes(conn, tenant),
+        due=console_reads.due(conn, tenant, now),
+        unreconciled=console_reads.unreconciled(conn, tenant),
+        last_reconciliation=console_reads.last_reconciliation(conn, tenant),
+        alerts=console_reads.alerts(conn, tenant, since=now - timedelta(days=1)),
         controls=controls.controls_of(conn, tenant),
-        oldest=fetch_all(conn, "console_oldest", {**params, "limit": 10}),
+        oldest=console_reads.oldest(conn, tenant, limit=10),
         series=state_series(conn, tenant, now, counts),
     )
 
@@ -135,8 +132,7 @@ def state_series(conn: Conn, tenant: str, now: datetime, current: dict[str, int]
     end = now.replace(second=0, microsecond=0)
     minutes = [end - timedelta(minutes=CHART_MINUTES - 1 - k) for k in range(CHART_MINUTES)]
     deltas: dict[datetime, Counter[str]] = {}
-    rows = fetch_all(conn, "console_state_changes", {"tenant_id": tenant, "since": minutes[0]})
-    for row in rows:
+    for row in console_reads.state_changes(conn, tenant, since=minutes[0]):
         delta = deltas.setdefault(row["minute"], Counter())
         delta[row["to_state"]] += row["n"]
         if row["from_state"] is not None:
@@ -183,20 +179,16 @@ class Jobs:
 
 def jobs(conn: Conn, tenant: str) -> Jobs:
     """Jobs with progress when the jobs table exists; event classes always."""
-    present = bool((fetch_one(conn, "console_jobs_table", {}) or {}).get("present"))
+    present = console_reads.jobs_table_present(conn)
     found: list[JobRow] = []
     if present:
-        raw = [
-            r["job"] for r in fetch_all(conn, "console_jobs", {"tenant_id": tenant, "limit": 50})
-        ]
+        raw = console_reads.recent_jobs(conn, tenant, limit=50)
         ids = [UUID(j["id"]) for j in raw]
         counts: dict[str, dict[str, int]] = {}
-        for row in fetch_all(conn, "console_job_counts", {"tenant_id": tenant, "job_ids": ids}):
+        for row in console_reads.job_state_counts(conn, tenant, ids):
             counts.setdefault(str(row["job_id"]), {})[row["state"]] = row["n"]
         found = [_job(j, counts.get(str(j["id"]), {})) for j in raw]
-    return Jobs(
-        present, found, _classes(fetch_all(conn, "console_event_classes", {"tenant_id": tenant}))
-    )
+    return Jobs(present, found, _classes(console_reads.event_classes(conn, tenant)))
 
 
 def _job(job: dict[str, Any], counts: dict[str, int]) -> JobRow:
@@ -259,13 +251,12 @@ def intent_page(conn: Conn, tenant: str, intent_id: UUID) -> IntentPage | None:
     intent = ledger.get_intent(conn, tenant, intent_id, with_attempts=True)
     if intent is None:
         return None
-    params = {"tenant_id": tenant, "id": intent_id}
-    cancel = fetch_one(conn, "console_cancellation", params)
+    cancel = console_reads.cancellation(conn, tenant, intent_id)
     return IntentPage(
         intent=intent,
         canceled_at=cancel["at"] if cancel else None,
         canceled_by=cancel["actor"] if cancel else None,
-        last_observation=fetch_one(conn, "console_last_observation", params),
+        last_observation=console_reads.last_observation(conn, tenant, intent_id),
         timeline=ledger.timeline(conn, tenant, intent_id),
     )
 

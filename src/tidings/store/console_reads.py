@@ -1,0 +1,90 @@
+"""What the console's pages read from one tenant's rows (console_reads.sql).
+
+Only states, codes, times, ids and counts: no destination, token, link,
+variables or rendered body is read here. `console/data.py` shapes these
+rows into pages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from tidings.store.database import Row, fetch_all, fetch_one
+
+Conn = psycopg.Connection[Any]
+
+
+def state_counts(conn: Conn, tenant: str) -> dict[str, int]:
+    """Intents per current state."""
+    return {r["state"]: r["n"] for r in fetch_all(conn, "console_counts", {"tenant_id": tenant})}
+
+
+def codes(conn: Conn, tenant: str) -> list[Row]:
+    """`code, state, n`: intents per decision code, most first."""
+    return fetch_all(conn, "console_codes", {"tenant_id": tenant})
+
+
+def due(conn: Conn, tenant: str, now: datetime) -> list[Row]:
+    """`channel, oldest, n`: intents due now and not claimed."""
+    return fetch_all(conn, "console_due", {"tenant_id": tenant, "now": now})
+
+
+def unreconciled(conn: Conn, tenant: str) -> list[Row]:
+    """`event_class, channel, oldest, n, recipients`: sent, no terminal evidence yet."""
+    return fetch_all(conn, "console_unreconciled", {"tenant_id": tenant})
+
+
+def last_reconciliation(conn: Conn, tenant: str) -> dict[str, datetime]:
+    """Per channel, the newest polled, looked-up or webhook observation."""
+    rows = fetch_all(conn, "console_last_reconciliation", {"tenant_id": tenant})
+    return {r["channel"]: r["at"] for r in rows}
+
+
+def alerts(conn: Conn, tenant: str, since: datetime) -> list[Row]:
+    """Open alerts and those resolved since `since`, open and paging first."""
+    return fetch_all(conn, "console_alerts", {"tenant_id": tenant, "since": since})
+
+
+def oldest(conn: Conn, tenant: str, limit: int) -> list[Row]:
+    """The oldest nonterminal intents: where an operator starts reading."""
+    return fetch_all(conn, "console_oldest", {"tenant_id": tenant, "limit": limit})
+
+
+def state_changes(conn: Conn, tenant: str, since: datetime) -> list[Row]:
+    """`minute, from_state, to_state, n`: transitions per minute since `since`."""
+    return fetch_all(conn, "console_state_changes", {"tenant_id": tenant, "since": since})
+
+
+def jobs_table_present(conn: Conn) -> bool:
+    return bool((fetch_one(conn, "console_jobs_table", {}) or {}).get("present"))
+
+
+def recent_jobs(conn: Conn, tenant: str, limit: int) -> list[dict[str, Any]]:
+    """The newest jobs, each its whole row as a JSON object."""
+    rows = fetch_all(conn, "console_jobs", {"tenant_id": tenant, "limit": limit})
+    return [r["job"] for r in rows]
+
+
+def job_state_counts(conn: Conn, tenant: str, job_ids: Sequence[UUID]) -> list[Row]:
+    """`job_id, state, n` for the given jobs."""
+    return fetch_all(conn, "console_job_counts", {"tenant_id": tenant, "job_ids": job_ids})
+
+
+def event_classes(conn: Conn, tenant: str) -> list[Row]:
+    """`event_class, channel, state, n, first_at, last_at`."""
+    return fetch_all(conn, "console_event_classes", {"tenant_id": tenant})
+
+
+def cancellation(conn: Conn, tenant: str, intent_id: UUID) -> Row | None:
+    """`at, actor` of the intent's cancel, if it was canceled."""
+    return fetch_one(conn, "console_cancellation", {"tenant_id": tenant, "id": intent_id})
+
+
+def last_observation(conn: Conn, tenant: str, intent_id: UUID) -> Row | None:
+    """The newest provider observation of the intent, without its payload."""
+    return fetch_one(conn, "console_last_observation", {"tenant_id": tenant, "id": intent_id})
