@@ -21,8 +21,9 @@ import psycopg
 from tidings.domain.errors import AlreadyTerminal, InvalidInput, NotFound, StaleTransition
 from tidings.domain.intent import Intent
 from tidings.domain.transitions import Event
+from tidings.store import cancel_many as matching
 from tidings.store import ledger
-from tidings.store.database import Database, fetch_all, fetch_one
+from tidings.store.database import Database
 
 BATCH_SIZE = 500
 _FIRST = UUID(int=0)
@@ -69,13 +70,13 @@ def cancel_many(
 ) -> CancelCounts:
     which.check()
     with db.transaction() as conn:
-        row = fetch_one(conn, "count_final_matching", {"tenant_id": tenant, **which.params()})
-    already_final = int(row["n"]) if row else 0
+        already_final = matching.count_final_matching(conn, tenant, **which.params())
     canceled, after = 0, _FIRST
     while True:
         with db.transaction() as conn:
-            params = {"tenant_id": tenant, "after": after, "limit": batch_size, **which.params()}
-            ids = [r["id"] for r in fetch_all(conn, "cancel_candidates", params)]
+            ids = matching.open_matching(
+                conn, tenant, after=after, limit=batch_size, **which.params()
+            )
             for intent_id in ids:
                 try:
                     cancel_intent(conn, tenant, intent_id, reason, now, actor)

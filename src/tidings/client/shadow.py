@@ -17,7 +17,8 @@ from uuid import UUID
 
 from tidings.domain.errors import InvalidInput
 from tidings.domain.shadow_comparison import LiveOutcome, ShadowDecision, action_of, compare
-from tidings.store.database import Database, fetch_all
+from tidings.store import shadow
+from tidings.store.database import Database
 
 PAGE = 2000
 _FIRST = UUID(int=0)
@@ -51,10 +52,8 @@ def _decisions(db: Database, tenant: str, window: dict[str, datetime]) -> Iterat
     after = _FIRST
     while True:
         with db.transaction() as conn:
-            rows = fetch_all(
-                conn,
-                "shadow_decisions",
-                {"tenant_id": tenant, **window, "after": after, "limit": PAGE},
+            rows = shadow.decisions(
+                conn, tenant, window["since"], window["until"], after=after, limit=PAGE
             )
         for r in rows:
             yield ShadowDecision(

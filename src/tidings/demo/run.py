@@ -23,7 +23,7 @@ from tidings.platform.logging import configure_logging
 from tidings.platform.private_files import make_private_dir, open_private_append
 from tidings.platform.settings import Settings
 from tidings.store import contacts
-from tidings.store.database import fetch_all
+from tidings.store import demo as demo_reads
 
 DETAIL_KEYS = ("code", "n", "provider_message_id", "raw_status", "effect", "version")
 SETTLE_TIMEOUT = 150.0
@@ -114,15 +114,7 @@ def _settled(counts: Counter[str]) -> bool:
 
 def _rows(stack: DevStack, s: Scenario) -> list[dict[str, Any]]:
     with stack.tidings.db.transaction() as conn:
-        return fetch_all(
-            conn,
-            "scenario_intents",
-            {
-                "tenant_id": stack.tidings.tenant,
-                "job_id": str(s.job_id) if s.job_id else None,
-                "ids": [str(i) for i in s.intent_ids],
-            },
-        )
+        return demo_reads.scenario_intents(conn, stack.tidings.tenant, s.job_id, s.intent_ids)
 
 
 def _states(stack: DevStack, s: Scenario) -> Counter[str]:
@@ -198,5 +190,5 @@ def _scan_for_tokens(stack: DevStack, minted: list[str]) -> int:
     if not minted:
         return 0
     with stack.tidings.db.transaction() as conn:
-        rows = fetch_all(conn, "dump_table_text", {})
-    return sum(1 for row in rows for token in minted if token in row["dump"])
+        dumps = demo_reads.ledger_text(conn)
+    return sum(1 for dump in dumps for token in minted if token in dump)

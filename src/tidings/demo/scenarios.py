@@ -17,8 +17,8 @@ from tidings.client import Tidings
 from tidings.domain.intent import Intent
 from tidings.providers.base import HttpRequest
 from tidings.providers.simulator.adapter import SimulatorAdapter
+from tidings.store import demo as demo_reads
 from tidings.store.contacts import ConsentRecord
-from tidings.store.database import fetch_one
 
 
 @dataclass
@@ -206,8 +206,7 @@ def reset(stack: DevStack, key: str) -> tuple[Scenario, list[str]]:
 
 def _next_revision(t: Tidings, report_id: str) -> int:
     with t.db.transaction() as conn:
-        row = fetch_one(conn, "next_report_revision", {"tenant_id": t.tenant, "id": report_id})
-    return int(row["next"]) if row else 1
+        return demo_reads.next_report_revision(conn, t.tenant, report_id)
 
 
 def _post(stack: DevStack, key: str, path: str, body: dict[str, Any]) -> httpx.Response:
