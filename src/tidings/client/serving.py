@@ -1,11 +1,12 @@
 """What a server built on the client needs beyond the library calls.
 
 The HTTP API (api/) reaches the engine only through `Tidings`; these are
-the methods it uses that a library caller seldom does: creates that say
-whether they created or replayed (201 or 200), API-key authentication and
-the shared request rate on one connection in autocommit, a streamed
-audience upload, the health probe, and which tenants an inbound message
-is for.
+the methods it uses that a library caller seldom does: a create that says
+whether it created or replayed (201 or 200), API-key authentication and
+the shared request rate on one connection in autocommit, the event feed,
+the health probe, and which tenants an inbound message is for. Its other
+needs sit with their concept: `record_job` and `begin_upload` in
+`jobs.py`, the API keys in `keys.py`.
 """
 
 from __future__ import annotations
