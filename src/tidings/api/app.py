@@ -9,7 +9,8 @@ API key's tenant (`tidings.api.auth`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI
@@ -24,9 +25,12 @@ from tidings.api.settings import ApiSettings
 from tidings.api.upload_slots import UploadSlots
 from tidings.client import Tidings
 from tidings.console import console_router
+from tidings.dispatch.observe import apply_received
 from tidings.domain.auth_failures import AuthFailures
 from tidings.providers.accounts import ProviderAccounts
 from tidings.providers.base import ProviderAdapter
+from tidings.providers.outcomes import Observation
+from tidings.runtime import Runtime
 
 API_VERSION = "1.0.0"
 DESCRIPTION = (
@@ -54,12 +58,16 @@ def create_app(
         config.auth_failure_rate_per_second, config.auth_failure_burst
     )
     app.state.upload_slots = UploadSlots(config.uploads_per_tenant)
+    # The console and provider receipts run on the runtime, as the workers
+    # do; they stand beside the client, which cannot hand them on.
+    runtime = tidings.runtime
+    app.state.receipts = WebhookReceipts(runtime)
     for router in ROUTERS:
         app.include_router(router)
     # No /metrics here: it names every tenant. `tidings serve --metrics-port`
     # serves it on a listener of its own (observability.metrics).
     app.include_router(
-        console_router(tidings.runtime, public_base_url=config.public_base_url), prefix="/console"
+        console_router(runtime, public_base_url=config.public_base_url), prefix="/console"
     )
     problems.install(app)
     # Last added runs first: the size limit guards everything, and CatchAll
@@ -72,6 +80,19 @@ def create_app(
     )
     _document_problems(app)
     return app
+
+
+@dataclass(frozen=True)
+class WebhookReceipts:
+    """`webhooks.Receipts` over the runtime: observations a provider pushed,
+    applied in one transaction, so a failure leaves nothing half-applied."""
+
+    runtime: Runtime
+
+    def apply(self, observations: Sequence[Observation]) -> list[str]:
+        now = self.runtime.clock.now()
+        with self.runtime.db.transaction() as conn:
+            return apply_received(conn, observations, "webhook", now)
 
 
 def _document_problems(app: FastAPI) -> None:

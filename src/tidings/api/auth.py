@@ -9,8 +9,7 @@ webhook management; provider webhooks authenticate by signature instead).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -22,9 +21,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from tidings.api.problems import PENDING_ADMISSION, Forbidden, TooManyRequests, Unauthenticated
 from tidings.api.rate_limit import TenantRateLimit
 from tidings.client import Tidings
+from tidings.client.serving import Principal, Refusal
 from tidings.domain.auth_failures import AuthFailures, presented
-from tidings.store import api_keys
-from tidings.store.api_keys import Principal, Refusal
 
 Conn = psycopg.Connection[Any]
 
@@ -60,16 +58,6 @@ async def engine(request: Request) -> Tidings:
     return root
 
 
-@contextmanager
-def _statements(root: Tidings, conn: Conn | None) -> Iterator[Conn]:
-    """The caller's connection, or one of the pool's in autocommit."""
-    if conn is not None:
-        yield conn
-        return
-    with root.db.statements() as own:  # one read: no BEGIN and COMMIT around it
-        yield own
-
-
 def authenticate(
     request: Request,
     root: Tidings,
@@ -84,14 +72,13 @@ def authenticate(
     key = credentials.credentials
     gate: AuthFailures | None = getattr(request.app.state, "auth_failures", None)
     host = request.client.host if request.client else None
-    attempt = presented(gate, host, api_keys.key_id_of(key), root.clock.now())
+    attempt = presented(gate, host, root.api_key_id(key), root.now())
     wait = attempt.retry_after()
     if wait is not None:
         raise too_many_failures(wait)
     found: Principal | Refusal = Refusal.UNKNOWN  # malformed: nothing to read
-    if attempt.key_id is not None:
-        with _statements(root, conn) as reading:
-            found = api_keys.check(reading, key, attempt.now, root.vault)
+    if attempt.key_id is not None:  # one read: on `conn`, or in autocommit
+        found = root.check_api_key(key, now=attempt.now, conn=conn)
     if isinstance(found, Refusal):
         attempt.failed()
         raise Unauthenticated(REFUSALS[found], code=found.value)
@@ -107,10 +94,8 @@ def too_many_failures(retry_after: int) -> TooManyRequests:
     )
 
 
-def within_rate(
-    request: Request, root: Tidings, principal: Principal, conn: Conn | None = None
-) -> None:
-    """Admit the key's tenant by its request rate, or raise 429.
+def within_rate(request: Request, view: Tidings, conn: Conn | None = None) -> None:
+    """Admit the tenant `view` acts for by its request rate, or raise 429.
 
     The rate is per tenant and shared by every API process (api/rate_limit.py),
     so one tenant's flood cannot take another's share of the database. Called
@@ -119,7 +104,7 @@ def within_rate(
     """
     limit: TenantRateLimit | None = getattr(request.app.state, "rate_limit", None)
     if limit is not None:
-        limit.admit(root.db, principal.tenant_id, root.clock.now(), conn)
+        limit.admit(view, view.now(), conn)
 
 
 def admit(
@@ -132,10 +117,11 @@ def admit(
     """The caller, if its key is live, within its tenant's rate and has
     `scope`; 401, 403 or 429 otherwise. On `conn` when given."""
     principal = authenticate(request, root, credentials, conn)
-    within_rate(request, root, principal, conn)
+    view = root.for_tenant(principal.tenant_id)
+    within_rate(request, view, conn)
     if not principal.allows(scope):
         raise Forbidden(f"this API key lacks the {scope!r} scope")
-    return Caller(principal, root.for_tenant(principal.tenant_id))
+    return Caller(principal, view)
 
 
 def require(scope: str) -> Callable[..., Awaitable[Caller]]:

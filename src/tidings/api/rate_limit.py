@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,8 +27,11 @@ from typing import Any
 import psycopg
 
 from tidings.api.problems import TooManyRequests
+from tidings.client import Tidings
 from tidings.store import api_rate
 from tidings.store.database import Database
+
+Conn = psycopg.Connection[Any]
 
 # How long a process may sit on tokens it took and has not spent.
 HOLD = timedelta(seconds=1)
@@ -57,17 +61,19 @@ class TenantRateLimit:
     def enabled(self) -> bool:
         return self.rate > 0
 
-    def admit(
-        self,
-        db: Database,
-        tenant: str,
-        now: datetime,
-        conn: psycopg.Connection[Any] | None = None,
-    ) -> None:
-        """`conn`, in autocommit, is the caller's: a batch is taken on it
+    def admit(self, view: Tidings, now: datetime, conn: Conn | None = None) -> None:
+        """Admit a request of the tenant `view` acts for, or raise 429.
+
+        `conn`, in autocommit, is the caller's: a batch is taken on it
         rather than on a second connection it would wait for while holding
         one (with every pooled connection held so, none would come)."""
-        retry_after = self.wait(db, tenant, now, conn)
+
+        def take() -> tuple[int, float]:
+            return view.take_request_tokens(
+                self.batch, rate=float(self.rate), burst=self.burst, now=now, conn=conn
+            )
+
+        retry_after = self._wait(view.tenant, now, take)
         if retry_after is not None:
             raise _refused(retry_after)
 
@@ -79,7 +85,13 @@ class TenantRateLimit:
         conn: psycopg.Connection[Any] | None = None,
     ) -> int | None:
         """Admit the request (None), or the seconds until the tenant may
-        come back: `admit` without raising, for the console's pages."""
+        come back: `admit` without raising, for the console's pages, which
+        run on the runtime's database rather than on the client."""
+        return self._wait(tenant, now, lambda: self._take(db, tenant, now, conn))
+
+    def _wait(
+        self, tenant: str, now: datetime, take: Callable[[], tuple[int, float]]
+    ) -> int | None:
         if not self.enabled:
             return None
         with self._lock:
@@ -88,7 +100,7 @@ class TenantRateLimit:
                 return max(1, math.ceil((local.refused_until - now).total_seconds()))
             if self._spend_local(local, now):
                 return None
-        granted, tokens = self._take(db, tenant, now, conn)
+        granted, tokens = take()
         with self._lock:
             if granted > 0:
                 # Another thread may have taken a batch meanwhile: add to it,

@@ -4,9 +4,11 @@
     t.migrate()
     intent = t.notify(idempotency_key="waitlist:771:1842:offer:1", channel="sms", ...)
 
-Intents are here; contacts, jobs and a tenant's configuration are methods
-of the same object, written in `contacts.py`, `jobs.py` and
-`setup.py`. Beneath it, `runtime` (database, clock, vault,
+Intents are here; contacts, jobs, a tenant's configuration and its API
+keys are methods of the same object, written in `contacts.py`, `jobs.py`,
+`setup.py` and `keys.py`; `serving.py` has what a server (the HTTP API)
+needs beyond that: creates that say created or replayed, key checks, the
+request rate, the event feed. Beneath it, `runtime` (database, clock, vault,
 settings) is what workers, alerts, metrics and the console run on.
 
 `notify(conn=...)` joins the caller's psycopg transaction: the intent
@@ -27,6 +29,8 @@ from tidings.client.base import as_uuid
 from tidings.client.cancel import CancelCounts, CancelFilter, cancel_intent, cancel_many
 from tidings.client.contacts import ContactMethods
 from tidings.client.jobs import JobMethods
+from tidings.client.keys import KeyMethods
+from tidings.client.serving import ServingMethods
 from tidings.client.setup import SetupMethods
 from tidings.client.shadow import live_outcomes, shadow_report
 from tidings.domain.cancellation import parse_reason
@@ -46,7 +50,7 @@ from tidings.store.migrate import migrate as apply_migrations
 from tidings.store.wakeups import Waker
 
 
-class Tidings(ContactMethods, JobMethods, SetupMethods):
+class Tidings(ContactMethods, JobMethods, SetupMethods, KeyMethods, ServingMethods):
     def __init__(
         self,
         database_url: str | None = None,

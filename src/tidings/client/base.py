@@ -8,6 +8,8 @@ contacts, jobs and configuration in `contacts.py`,
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 from uuid import UUID
 
 from tidings.domain.clock import Clock
@@ -17,6 +19,17 @@ from tidings.platform.vault import Vault
 from tidings.runtime import Runtime
 from tidings.store import ledger
 from tidings.store.database import Database
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Recorded(Generic[T]):
+    """What an idempotent create returns: the object, and whether this call
+    created it (`False`: the key was replayed, and `item` is the first)."""
+
+    item: T
+    created: bool
 
 
 class ClientBase:

@@ -8,11 +8,14 @@ from typing import Any
 import psycopg
 
 from tidings.client.base import ClientBase
+from tidings.domain.errors import NotFound
 from tidings.domain.keywords import Keyword, classify
 from tidings.domain.recipients import Channel, normalize_email, normalize_phone, parse_channel
 from tidings.domain.storable import check_fields
 from tidings.store import contacts as contact_store
 from tidings.store.contacts import ConsentRecord
+
+__all__ = ["ConsentRecord", "ContactMethods"]
 
 
 class ContactMethods(ClientBase):
@@ -75,6 +78,24 @@ class ContactMethods(ClientBase):
                 source,
                 self.clock.now(),
             )
+
+    def contact(self, ref: str) -> dict[str, Any] | None:
+        """The stored contact `ref`: hashes of its destinations (never the
+        destinations), timezone, locale and preferences; None if unknown."""
+        with self.db.transaction() as conn:
+            return contact_store.contact(conn, self.tenant, ref)
+
+    def opt_out_contact(self, ref: str, channel: str, *, source: str = "library") -> None:
+        """Opt contact `ref`'s destination on `channel` out; NotFound when it
+        has none there."""
+        with self.db.transaction() as conn:
+            row = contact_store.contact(conn, self.tenant, ref)
+            destination = (
+                None if row is None else row["phone_hash" if channel == "sms" else "email_hash"]
+            )
+            if destination is None:
+                raise NotFound(f"no {channel} destination for contact {ref}")
+            contact_store.opt_out(conn, self.tenant, channel, destination, source, self.clock.now())
 
     def opt_in(self, channel: str, destination: str) -> None:
         with self.db.transaction() as conn:

@@ -8,12 +8,14 @@ from uuid import UUID
 
 import psycopg
 
-from tidings.client.base import ClientBase, as_uuid
+from tidings.client.base import ClientBase, Recorded, as_uuid
+from tidings.client.uploads import UploadStaging
 from tidings.jobs.freeze import create_job
 from tidings.jobs.prepare import prepare_next
 from tidings.jobs.request import parse_job
 from tidings.jobs.status import job_recipients, job_status
-from tidings.jobs.uploads import Items, Upload
+from tidings.jobs.uploads import Items, Lines, Upload
+from tidings.jobs.uploads import begin as begin_staging
 from tidings.jobs.uploads import items as upload_items
 from tidings.jobs.uploads import stage as stage_upload
 from tidings.providers.template_ids import required_template_ids
@@ -31,13 +33,20 @@ class JobMethods(ClientBase):
         is consumed, never held whole. Or give `audience_upload=` the id of
         an uploaded audience (`upload_audience`) instead.
         """
+        return self.record_job(conn=conn, actor=actor, **request).item
+
+    def record_job(
+        self, *, conn: psycopg.Connection[Any] | None = None, actor: str = "library", **request: Any
+    ) -> Recorded[dict[str, Any]]:
+        """`create_job`, saying whether this call created the job (`False`:
+        the key was replayed, and `item` is the first job)."""
         parsed = parse_job(request)
         self._ensure_tenant()
         with self.db.transaction(conn) as tx:
-            job, _ = create_job(
+            job, created = create_job(
                 tx, self.tenant, parsed, self.vault, self.clock.now(), actor, self.template_ids()
             )
-        return job
+        return Recorded(job, created)
 
     def template_ids(self) -> dict[str, tuple[str, ...]]:
         """Channel -> the configured providers that need a provider-side
@@ -68,6 +77,15 @@ class JobMethods(ClientBase):
                 actor,
                 Items(),
             )
+
+    def begin_upload(self, *, actor: str = "library") -> UploadStaging:
+        """Start staging an audience that arrives in batches (a streamed
+        body, say), each written in a transaction of its own: see
+        `UploadStaging`. `upload_audience` is the same for an iterable."""
+        self._ensure_tenant()
+        with self.db.transaction() as conn:
+            staging = begin_staging(conn, self.tenant, self.vault, self.clock.now(), actor, Lines())
+        return UploadStaging(self.db, self.tenant, staging)
 
     def prepare_jobs(self) -> int:
         """Resolve channels and create intents for waiting jobs (workers do this too)."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from anyio import to_thread
+
 from tidings.client.base import ClientBase
 from tidings.domain.errors import InvalidInput
 from tidings.platform.outbound import AddressPolicy
@@ -92,22 +94,46 @@ class SetupMethods(ClientBase):
 
     def set_event_webhook(self, url: str, secret: str) -> None:
         """Push this tenant's application events, signed with `secret`, to `url`."""
-        if not url.startswith(("http://", "https://")):
-            raise InvalidInput("url", "must be an http(s) URL")
-        if len(secret) < 16:
-            raise InvalidInput("secret", "must be at least 16 characters")
+        _check_event_webhook(url, secret)
         # Loopback, private, metadata...: refused now, and again at each push.
         AddressPolicy.from_env().check_url(url, tenant=self.tenant)
         self._store_event_webhook(url, secret)
 
+    async def set_event_webhook_async(self, url: str, secret: str) -> None:
+        """:meth:`set_event_webhook` for an event loop: the wait for the URL's
+        name server holds no thread, and the write runs in a worker thread."""
+        _check_event_webhook(url, secret)
+        await AddressPolicy.from_env().check_url_async(url, tenant=self.tenant)
+        await to_thread.run_sync(self._store_event_webhook, url, secret)
+
     def _store_event_webhook(self, url: str, secret: str) -> None:
-        """Store a URL :meth:`set_event_webhook`'s checks passed (the API
-        checks it without holding a thread, then stores it here)."""
         self._ensure_tenant()
         with self.db.transaction() as conn:
             encrypted = self.vault.encrypt(secret)
             event_webhooks.set_webhook(conn, self.tenant, url, encrypted, self.clock.now())
 
+    def latest_templates(self) -> list[TemplateRevision]:
+        """The newest revision of each template name, channel and locale."""
+        with self.db.transaction() as conn:
+            return template_store.latest_all(conn, self.tenant)
+
+    def policy_versions(self) -> list[dict[str, Any]]:
+        """Published policy versions, newest first."""
+        with self.db.transaction() as conn:
+            return policy_store.versions(conn, self.tenant)
+
+    def controls(self) -> list[dict[str, Any]]:
+        """Every control ever set, on or off; '' for a scope means all."""
+        with self.db.transaction() as conn:
+            return control_store.controls_of(conn, self.tenant)
+
     def remove_event_webhook(self) -> None:
         with self.db.transaction() as conn:
             event_webhooks.delete_webhook(conn, self.tenant)
+
+
+def _check_event_webhook(url: str, secret: str) -> None:
+    if not url.startswith(("http://", "https://")):
+        raise InvalidInput("url", "must be an http(s) URL")
+    if len(secret) < 16:
+        raise InvalidInput("secret", "must be at least 16 characters")

@@ -15,24 +15,21 @@ small one for JSON bodies.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
-from uuid import UUID
 
 import anyio
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from tidings.api.auth import Caller, Sender
 from tidings.api.openapi import WITH_BODY, responses
 from tidings.api.problems import UnsupportedMediaType
-from tidings.api.routes.jobs import AudienceMemberIn
+from tidings.api.schemas.jobs import AudienceMemberIn, AudienceUploaded
 from tidings.api.streaming import chunks, lines
 from tidings.api.upload_slots import UploadSlots
-from tidings.domain.errors import InvalidInput, InvalidLine
-from tidings.jobs import uploads
-from tidings.jobs.request import AudienceMember, parse_member
+from tidings.client.uploads import Upload, UploadStaging
+from tidings.domain.errors import InvalidLine
 
 if TYPE_CHECKING:
     from tidings.api.settings import ApiSettings
@@ -66,13 +63,6 @@ REQUEST_BODY: dict[str, Any] = {
 }
 
 
-class AudienceUploaded(BaseModel):
-    id: UUID
-    size: int
-    version: str
-    expires_at: datetime
-
-
 @router.post(
     "",
     status_code=201,
@@ -97,18 +87,18 @@ async def post_audience(request: Request, caller: Sender) -> AudienceUploaded:
     )
 
 
-async def _stage(caller: Caller, body: AsyncIterator[tuple[int, bytes]]) -> uploads.Upload:
-    staging = await run_in_threadpool(_begin, caller)
+async def _stage(caller: Caller, body: AsyncIterator[tuple[int, bytes]]) -> Upload:
+    staging = await run_in_threadpool(caller.tidings.begin_upload, actor=caller.actor)
     try:
         async for batch in _batches(body):
-            await run_in_threadpool(_write, caller, staging, batch)
-        return await run_in_threadpool(_finish, caller, staging)
+            await run_in_threadpool(_write, staging, batch)
+        return await run_in_threadpool(staging.finish)
     except BaseException:
         # Whatever stopped it (a bad line, a timeout, the client gone), the
         # chunks committed so far go; shielded, as a cancelled request
         # must clean up too.
         with anyio.CancelScope(shield=True):
-            await run_in_threadpool(_discard, caller, staging)
+            await run_in_threadpool(staging.discard)
         raise
 
 
@@ -121,39 +111,18 @@ async def _batches(
         if line.strip():
             batch.append((number, line))
             size += len(line)
-        if len(batch) >= uploads.CHUNK_ROWS or size >= BATCH_BYTES:
+        if len(batch) >= UploadStaging.BATCH_ROWS or size >= BATCH_BYTES:
             yield batch
             batch, size = [], 0
     if batch:
         yield batch
 
 
-def _begin(caller: Caller) -> uploads.Staging:
-    t = caller.tidings
-    t._ensure_tenant()
-    with t.db.transaction() as conn:
-        return uploads.begin(
-            conn, caller.tenant, t.vault, t.clock.now(), caller.actor, uploads.Lines()
-        )
+def _write(staging: UploadStaging, batch: list[tuple[int, bytes]]) -> None:
+    staging.add((number, _member(number, line)) for number, line in batch)
 
 
-def _write(caller: Caller, staging: uploads.Staging, batch: list[tuple[int, bytes]]) -> None:
-    members = [(number, _member(number, line)) for number, line in batch]
-    with caller.tidings.db.transaction() as conn:
-        staging.add(conn, members)
-
-
-def _finish(caller: Caller, staging: uploads.Staging) -> uploads.Upload:
-    with caller.tidings.db.transaction() as conn:
-        return staging.finish(conn)
-
-
-def _discard(caller: Caller, staging: uploads.Staging) -> None:
-    with caller.tidings.db.transaction() as conn:
-        uploads.discard(conn, caller.tenant, staging.id)
-
-
-def _member(number: int, line: bytes) -> AudienceMember:
+def _member(number: int, line: bytes) -> dict[str, Any]:
     try:
         item = AudienceMemberIn.model_validate_json(line)
     except ValidationError as exc:
@@ -162,7 +131,4 @@ def _member(number: int, line: bytes) -> AudienceMember:
         first = exc.errors(include_url=False, include_input=False)[0]
         field = ".".join(str(p) for p in first["loc"]) or "line"
         raise InvalidLine(number, field, first["msg"]) from None
-    try:
-        return parse_member(item.model_dump(exclude_none=True))
-    except InvalidInput as exc:
-        raise InvalidLine(number, exc.field, exc.message) from None
+    return item.model_dump(exclude_none=True)

@@ -10,8 +10,6 @@ from tidings.api.auth import Admin, Caller, Reader
 from tidings.api.openapi import WITH_BODY, responses
 from tidings.api.schemas.admin import ControlIn, ControlList, ControlOut, ControlScope
 from tidings.api.schemas.shadow import ShadowReport, ShadowReportIn
-from tidings.store import controls
-from tidings.store.database import Row
 
 router = APIRouter(prefix="/v1/controls", tags=["controls"])
 
@@ -53,12 +51,11 @@ def _set(caller: Caller, kind: str, body: ControlIn) -> ControlOut:
     return next(_out(r) for r in _rows(caller) if (r["kind"], r["channel"], r["country"]) == wanted)
 
 
-def _rows(caller: Caller) -> list[Row]:
-    with caller.tidings.db.transaction() as conn:
-        return controls.controls_of(conn, caller.tenant)
+def _rows(caller: Caller) -> list[dict[str, Any]]:
+    return caller.tidings.controls()
 
 
-def _out(row: Row) -> ControlOut:
+def _out(row: dict[str, Any]) -> ControlOut:
     # Stored '' means "all"; the API says so with null.
     scope: dict[str, Any] = {"channel": row["channel"] or None, "country": row["country"] or None}
     return ControlOut(

@@ -5,16 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, Field
-from starlette.concurrency import run_in_threadpool
 
 from tidings.api.auth import Admin, Reader
 from tidings.api.openapi import WITH_BODY, responses
-from tidings.api.schemas.common import RequestModel, Text
-from tidings.api.schemas.events import EventOut, EventPage
-from tidings.platform.outbound import AddressPolicy
-from tidings.store import events
-from tidings.store.events import MAX_LIMIT, START, Cursor
+from tidings.api.schemas.events import EventOut, EventPage, EventWebhookIn, EventWebhookOut
+from tidings.client.serving import MAX_EVENTS_PAGE
 
 router = APIRouter(prefix="/v1/events", tags=["events"])
 
@@ -29,26 +24,14 @@ def list_events(
     after: Annotated[
         str | None, Query(max_length=200, description="`next` of the last page")
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 100,
+    limit: Annotated[int, Query(ge=1, le=MAX_EVENTS_PAGE)] = 100,
 ) -> EventPage:
-    cursor = Cursor.decode(after) if after else START
-    with caller.tidings.db.transaction() as conn:
-        page = events.page(conn, caller.tenant, cursor, limit)
+    page = caller.tidings.events(after, limit)
     return EventPage(
         items=[EventOut(**{k: row[k] for k in EventOut.model_fields}) for row in page.items],
         next=page.next.encode(),
         has_more=len(page.items) == limit,
     )
-
-
-class EventWebhookIn(RequestModel):
-    url: Text = Field(min_length=8, max_length=2000, pattern=r"^https?://")
-    secret: Text = Field(min_length=16, max_length=200)
-
-
-class EventWebhookOut(BaseModel):
-    url: str | None
-    enabled: bool
 
 
 @router.put(
@@ -63,8 +46,7 @@ async def put_event_webhook(body: EventWebhookIn, caller: Admin) -> EventWebhook
     5 s answers 504 `DNS_TIMEOUT`; while two lookups of the tenant's names
     are still under way, another answers 429 `DNS_BUSY` at once."""
     # Async: the wait for the tenant's name server holds no API thread.
-    await AddressPolicy.from_env().check_url_async(body.url, tenant=caller.tenant)
-    await run_in_threadpool(caller.tidings._store_event_webhook, body.url, body.secret)
+    await caller.tidings.set_event_webhook_async(body.url, body.secret)
     return EventWebhookOut(url=body.url, enabled=True)
 
 

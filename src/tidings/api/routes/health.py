@@ -25,8 +25,7 @@ PROBE_TIMEOUT_S = 2.0
 )
 def healthz(root: Annotated[Tidings, Depends(engine)]) -> Health:
     try:
-        with root.db.pool.connection(timeout=PROBE_TIMEOUT_S) as conn:
-            root.db.pool.check_connection(conn)
+        root.ping(PROBE_TIMEOUT_S)
     except psycopg.Error as exc:  # the pool's timeout and closed errors are psycopg errors too
         raise Unavailable(f"the database is not reachable ({type(exc).__name__})") from None
     return Health(status="ok")

@@ -21,19 +21,18 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, Depends, Path, Request
-from pydantic import BaseModel
 
 from tidings.api.auth import engine
 from tidings.api.openapi import responses
 from tidings.api.problems import InvalidWebhook, InvalidWebhookSignature
-from tidings.api.routes.webhooks import _ANY_BODY, not_configured, webhook_request
+from tidings.api.routes.webhooks import ANY_BODY, not_configured, webhook_request
+from tidings.api.schemas.events import InboundHandled
 from tidings.client import Tidings
 from tidings.domain.errors import InvalidInput, NotFound
 from tidings.domain.senders import SenderNumbers
 from tidings.providers.base import ProviderAdapter
 from tidings.providers.errors import InvalidSignature, ProviderConfigError, ProviderError
 from tidings.providers.messages import WebhookRequest
-from tidings.store import tenants
 
 if TYPE_CHECKING:
     from tidings.api.settings import ApiSettings
@@ -41,14 +40,10 @@ if TYPE_CHECKING:
 router = APIRouter(prefix="/v1/inbound", tags=["webhooks"])
 
 
-class InboundHandled(BaseModel):
-    keyword: str
-
-
 @router.post(
     "/{provider}",
     responses=responses(400, 401, 404, 422, auth=False),
-    openapi_extra=_ANY_BODY,
+    openapi_extra=ANY_BODY,
     summary="A recipient's inbound SMS; STOP and START update the opt-out list",
 )
 def receive_inbound(
@@ -91,8 +86,7 @@ def _inbound_tenants(root: Tidings, request: Request, account: str, to: str | No
         # it is refused rather than act for a tenant the caller did not mean.
         raise InvalidWebhook("the inbound tenant is configured on the server, not in the URL")
     named = SenderNumbers.parse(settings.sender_numbers).tenants(account, to, fallback)
-    with root.db.transaction() as conn:
-        found = [t for t in named if tenants.exists(conn, t)]
+    found = root.existing_tenants(named)
     if not found:
         raise NotFound("no tenant is configured for inbound messages to that number")
     return found

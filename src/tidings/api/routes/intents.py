@@ -5,19 +5,16 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-import psycopg
 from fastapi import APIRouter, Response
 
-from tidings.api.auth import Admission, Caller, Reader, Sender, SenderToAdmit
+from tidings.api.auth import Admission, Reader, Sender, SenderToAdmit
 from tidings.api.hop import in_thread
 from tidings.api.openapi import NOT_FOUND, WITH_BODY, responses
 from tidings.api.problems import Problem
 from tidings.api.schemas.cancel import CancelCountsOut, CancelManyIn
 from tidings.api.schemas.intents import CancelIn, IntentIn, IntentOut, Timeline, TimelineEntryOut
+from tidings.client.base import Recorded
 from tidings.domain.intent import Intent
-from tidings.intake.create import create_or_replay
-from tidings.intake.request import IntentRequest
-from tidings.store import ledger
 
 router = APIRouter(prefix="/v1/intents", tags=["intents"])
 
@@ -54,10 +51,10 @@ async def create_intent(body: IntentIn, sending: SenderToAdmit, response: Respon
     # connection: a sync route costs a hop to the thread pool for the
     # handler and another for its response's validation, and a dependency
     # checking the key one more (docs/benchmarks.md, the HTTP path).
-    intent, created = await in_thread(_admit_and_create, sending, body)
-    if not created:
+    recorded = await in_thread(_admit_and_create, sending, body)
+    if not recorded.created:
         response.status_code = 200
-    return IntentOut.of(intent)
+    return IntentOut.of(recorded.item)
 
 
 @router.get("/{intent_id}", responses=responses(NOT_FOUND), summary="One intent and its attempts")
@@ -97,31 +94,11 @@ def intent_timeline(intent_id: str, caller: Reader) -> Timeline:
     return Timeline(intent_id=UUID(intent_id), entries=entries)
 
 
-def _admit_and_create(sending: Admission, body: IntentIn) -> tuple[Intent, bool]:
-    # In autocommit: the key check and the create are one statement each
-    # (see Tidings.notify), nothing to hold a transaction open for.
-    with sending.root.db.statements() as conn:
-        return _create(conn, sending.admit(conn), body)
-
-
-def _create(conn: psycopg.Connection[Any], caller: Caller, body: IntentIn) -> tuple[Intent, bool]:
-    # Not `Tidings.notify`: the API must tell a creation (201) from a replay
-    # (200), and records the API key as the actor.
-    t = caller.tidings
-    raw: dict[str, Any] = body.model_dump(exclude_none=True)
-    request = IntentRequest.parse(now=t.clock.now(), **raw)
-    waker = t.runtime.waker
-    intent, created = create_or_replay(
-        conn,
-        t.tenant,
-        request,
-        t.vault,
-        t.clock.now(),
-        caller.actor,
-        t.runtime.intake,
-        wake=waker.due if waker else None,
-    )
-    if not created:  # the first intent as it is now, attempts included
-        current = ledger.get_intent(conn, t.tenant, intent.id, with_attempts=True)
-        intent = current or intent
-    return intent, created
+def _admit_and_create(sending: Admission, body: IntentIn) -> Recorded[Intent]:
+    # In autocommit: the key check and the create are one statement each,
+    # nothing to hold a transaction open for. Not `notify`: the API tells a
+    # creation (201) from a replay (200), and records the key as the actor.
+    with sending.root.autocommit() as conn:
+        caller = sending.admit(conn)
+        raw: dict[str, Any] = body.model_dump(exclude_none=True)
+        return caller.tidings.record_intent(actor=caller.actor, conn=conn, **raw)

@@ -10,7 +10,6 @@ from tidings.api.auth import Admin
 from tidings.api.openapi import WITH_BODY, responses
 from tidings.api.schemas.admin import PolicyList, PolicyOut, PolicyPublished
 from tidings.api.schemas.common import JsonObject
-from tidings.store import policies
 
 router = APIRouter(prefix="/v1/policies", tags=["policies"])
 
@@ -27,7 +26,5 @@ def publish_policy(document: Annotated[JsonObject, Body()], caller: Admin) -> Po
 
 @router.get("", responses=responses(), summary="Published versions, newest first")
 def list_policies(caller: Admin) -> PolicyList:
-    with caller.tidings.db.transaction() as conn:
-        rows = policies.versions(conn, caller.tenant)
-    items = [PolicyOut(**r) for r in rows]
+    items = [PolicyOut(**r) for r in caller.tidings.policy_versions()]
     return PolicyList(current=items[0].version if items else None, items=items)

@@ -14,7 +14,6 @@ from tidings.api.schemas.admin import (
     TemplateProblem,
     TemplatePublished,
 )
-from tidings.store import templates as template_store
 from tidings.templates.model import Problem, TemplateRevision
 from tidings.templates.validate import validate_revision
 
@@ -56,9 +55,7 @@ def publish_template(body: TemplateIn, caller: Admin) -> TemplatePublished:
 
 @router.get("", responses=responses(), summary="The newest revision per name, channel, locale")
 def list_templates(caller: Admin) -> TemplateList:
-    with caller.tidings.db.transaction() as conn:
-        revisions = template_store.latest_all(conn, caller.tenant)
-    return TemplateList(items=[_out(r) for r in revisions])
+    return TemplateList(items=[_out(r) for r in caller.tidings.latest_templates()])
 
 
 def _refuse_errors(found: list[Problem]) -> None:

@@ -11,17 +11,14 @@ that retry (and any replay) harmless.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Annotated, Any
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Depends, Path, Request
 
-from tidings.api.auth import engine
 from tidings.api.openapi import responses
 from tidings.api.problems import InvalidWebhook, InvalidWebhookSignature, Unavailable
 from tidings.api.schemas.events import WebhookReceived
-from tidings.client import Tidings
-from tidings.dispatch.observe import apply_received
 from tidings.domain.errors import NotFound
 from tidings.providers.base import ProviderAdapter
 from tidings.providers.errors import (
@@ -36,8 +33,18 @@ from tidings.providers.outcomes import Observation
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"])
 log = logging.getLogger("tidings.webhooks")
 
+
+class Receipts(Protocol):
+    """Applies verified observations in one transaction: what each did
+    (duplicate, unmatched, intent_...). The app wires the workers' own
+    handling in (api/app.py): receipts are the dispatch's business, which
+    the client stands beside and does not reach."""
+
+    def apply(self, observations: Sequence[Observation]) -> list[str]: ...
+
+
 # Providers post JSON or forms; the body is read raw either way.
-_ANY_BODY: dict[str, Any] = {
+ANY_BODY: dict[str, Any] = {
     "requestBody": {
         "required": False,
         "content": {
@@ -71,13 +78,12 @@ async def webhook_request(request: Request) -> WebhookRequest:
 @router.post(
     "/{provider}",
     responses=responses(400, 401, 404, 503, auth=False),
-    openapi_extra=_ANY_BODY,
+    openapi_extra=ANY_BODY,
     summary="A provider's status callback; 401 and nothing recorded unless signed",
 )
 def receive_webhook(
     provider: Annotated[str, Path(examples=["simulator"])],
     received: Annotated[WebhookRequest, Depends(webhook_request)],
-    root: Annotated[Tidings, Depends(engine)],
     request: Request,
 ) -> WebhookReceived:
     adapters: Mapping[str, ProviderAdapter] = request.app.state.adapters
@@ -85,9 +91,8 @@ def receive_webhook(
     if adapter is None:
         raise NotFound(f"no webhook receiver for provider {provider!r}")
     observations = _verify(adapter, received)
-    now = root.clock.now()
-    with root.db.transaction() as conn:
-        effects = apply_received(conn, observations, "webhook", now)
+    receipts: Receipts = request.app.state.receipts
+    effects = receipts.apply(observations)
     return WebhookReceived(received=len(observations), effects=effects)
 
 

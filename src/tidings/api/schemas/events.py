@@ -1,4 +1,4 @@
-"""Webhook receipts, the event feed and health."""
+"""Webhook receipts, inbound messages, the event feed, its webhook and health."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from typing import Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, Field
+
+from tidings.api.schemas.common import RequestModel, Text
 
 
 class WebhookReceived(BaseModel):
@@ -31,3 +33,17 @@ class EventPage(BaseModel):
 
 class Health(BaseModel):
     status: Literal["ok"]
+
+
+class InboundHandled(BaseModel):
+    keyword: str
+
+
+class EventWebhookIn(RequestModel):
+    url: Text = Field(min_length=8, max_length=2000, pattern=r"^https?://")
+    secret: Text = Field(min_length=16, max_length=200)
+
+
+class EventWebhookOut(BaseModel):
+    url: str | None
+    enabled: bool
