@@ -9,13 +9,20 @@ from pathlib import Path
 import pytest
 
 from tidings.providers import catalog
-from tidings.providers.catalog import ADAPTERS, COMMON_SETTINGS, PROVIDERS, Provider
+from tidings.providers.catalog import (
+    ADAPTERS,
+    COMMON_SETTINGS,
+    PROVIDERS,
+    Provider,
+    played_profiles,
+)
 from tidings.providers.registry import registered
 from tidings.providers.settings import adapter_class, build
 from tidings.providers.simulator.profiles import PROFILE_CHOICES, PROFILES
 
 ROOT = Path(__file__).resolve().parents[2]
 PROVIDERS_DOC = (ROOT / "docs" / "providers.md").read_text()
+GUIDE = (ROOT / "docs" / "guides" / "providers.md").read_text()
 SOURCE = ROOT / "src"
 # What a settings mapping is read with (tidings.providers.settings).
 _READ = re.compile(r"\b(?:required|optional|flag|number|words)\(\s*settings,\s*\"(\w+)\"")
@@ -104,6 +111,22 @@ def test_docs_say_how_each_provider_is_tested() -> None:
     assert len(_table("How each adapter is tested, and what that proves")) == len(PROVIDERS)
 
 
+def test_the_guide_has_a_set_up_section_per_provider() -> None:
+    assert set(re.findall(r"^### .* \{#(\w+)\}$", GUIDE, re.MULTILINE)) == set(PROVIDERS)
+
+
+@pytest.mark.parametrize("channel", ["sms", "email"])
+def test_the_guide_names_every_adapter_of_each_channel(channel: str) -> None:
+    line = re.search(rf"TIDINGS_{channel.upper()}_PROVIDER=\w+ +# (.*)$", GUIDE, re.MULTILINE)
+    assert line is not None
+    named = [name.strip() for name in line.group(1).split(",")]
+    assert named == [a.name for a in ADAPTERS.values() if channel in a.channels]
+
+
+def test_the_played_profiles_are_the_providers_profiles() -> None:
+    assert set(played_profiles()) == set(PROFILES) - {"ideal"}
+
+
 def test_the_simulator_is_an_adapter_but_no_provider() -> None:
     assert catalog.SIMULATOR.name not in PROVIDERS
-    assert list(ADAPTERS)[0] == catalog.SIMULATOR.name
+    assert next(iter(ADAPTERS)) == catalog.SIMULATOR.name

@@ -65,7 +65,8 @@ class Provider:
     settings: tuple[Setting, ...]
     # The simulator profile that offers what this provider offers, if any.
     profile: str | None
-    # The provider's row in docs/providers.md, "What each adapter can do".
+    # The provider's row in docs/providers.md, "What each adapter can do";
+    # its set-up is the section `{#NAME}` of docs/guides/providers.md.
     docs_title: str
 
     def variable(self, key: str) -> str:
@@ -254,5 +255,6 @@ SIMULATOR: Final = Provider(
 ADAPTERS: Final[Mapping[str, Provider]] = {SIMULATOR.name: SIMULATOR, **PROVIDERS}
 
 
-def provider(name: str) -> Provider | None:
-    return ADAPTERS.get(name)
+def played_profiles() -> tuple[str, ...]:
+    """The simulator profiles that play a real provider, in catalog order."""
+    return tuple(p.profile for p in PROVIDERS.values() if p.profile is not None)
