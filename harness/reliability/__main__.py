@@ -18,6 +18,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from tidings.providers.simulator.profiles import PROFILE_CHOICES
+
 from . import hosts, report
 from .run import REPORTS, RunConfig, run
 
@@ -31,8 +33,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--profile",
         default="twilio",
-        help="the provider the simulator plays: ideal, twilio, aws_sms, sns, vonage, ses, "
-        "sendgrid, postmark, infrai, or sms=NAME,email=NAME",
+        help=f"the provider the simulator plays: {PROFILE_CHOICES}",
     )
     parser.add_argument(
         "--database-url",

@@ -29,19 +29,17 @@ from hypothesis.stateful import (
     rule,
 )
 
+from tests.profile_matrix import CHANNEL, finds_lost_answers, proves_absence
 from tidings import ManualClock, Tidings
 from tidings.dispatch.call_start import Verdict
 from tidings.dispatch.message import TemplateCache, prepare
 from tidings.dispatch.observe import apply_observation
 from tidings.policies import builtin_document
 from tidings.providers.simulator.adapter import InProcessSimulatorAdapter
-from tidings.providers.simulator.profiles import PROFILES
 
 from .conftest_helpers import make_tidings
 from .dispatch_helpers import simulator, worker
 
-CHANNEL = {"ideal": "sms", "twilio": "sms", "aws_sms": "sms", "sns": "sms", "vonage": "sms"}
-CHANNEL |= {"ses": "email", "sendgrid": "email", "postmark": "email", "infrai": "email"}
 SENT = {"accepted", "timeout_after_accept"}
 POLLS = {
     "first_check_after_seconds": 5,
@@ -51,19 +49,6 @@ POLLS = {
     "max_checks": 5,
     "give_up_after_seconds": 120,
 }
-
-
-def proves_absence(profile: str) -> bool:
-    played = PROFILES[profile]
-    return played.lookup_by_key or played.reference_search or played.list_search
-
-
-def finds_lost_answers(profile: str) -> bool:
-    """A call whose answer was lost can be tied to its attempt: by a search,
-    or by receipts echoing our reference (and delivery is reported at all)."""
-    played = PROFILES[profile]
-    echoes = played.receipts and played.echo.value != "none"
-    return proves_absence(profile) or echoes
 
 
 def build_machine(t: Tidings, clock: ManualClock) -> type[RuleBasedStateMachine]:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.profile_matrix import CHANNEL, finds_lost_answers, proves_absence
 from tidings import IntentState, ManualClock, Tidings
 from tidings.dispatch.call_start import Verdict
 from tidings.dispatch.observe import apply_observation
@@ -24,6 +25,7 @@ from tidings.domain.keys import attempt_key
 from tidings.observability.process_metrics import PROCESS_REGISTRY
 from tidings.policies import builtin_document
 from tidings.providers.simulator.adapter import InProcessSimulatorAdapter
+from tidings.providers.simulator.profiles import PROFILES
 
 from .dispatch_helpers import offer, publish_offer_template, sends, simulator, worker
 
@@ -164,7 +166,18 @@ def test_postmark_finds_a_lost_answer_by_our_reference_and_proves_absence_by_it(
     assert deliveries(core) == {attempt_key(lost.id, 1): 1, attempt_key(never.id, 2): 1}
 
 
-@pytest.mark.parametrize("profile", ["aws_sms", "vonage"])
+# SMS profiles with neither a lookup nor a search, whose receipts echo our reference.
+ECHO_ONLY_SMS = [
+    name
+    for name, played in PROFILES.items()
+    if CHANNEL[name] == "sms"
+    and not played.lookup_by_id
+    and not proves_absence(name)
+    and finds_lost_answers(name)
+]
+
+
+@pytest.mark.parametrize("profile", ECHO_ONLY_SMS)
 def test_without_a_lookup_a_receipt_naming_our_reference_alone_settles_it(
     tidings: Tidings, clock: ManualClock, profile: str
 ) -> None:

@@ -39,6 +39,7 @@ import pytest
 from harness.processes import ledger, simulator, start_api, start_worker, wait_http, wait_until
 
 from tests.conftest import TEST_SECRET, clone_database, drop_database, with_example_policy
+from tests.profile_matrix import CHANNEL, finds_lost_answers, proves_absence, reports_delivery
 from tidings import Tidings
 from tidings.cli.devstack import free_port
 from tidings.domain.keys import attempt_key
@@ -49,17 +50,7 @@ from tidings.policies import builtin_document
 # its multi-host run: the wait is for real processes on two shared cores.
 SETTLE_S = 300
 # The channel each profile plays (its own; Infrai's e-mail, which has a lookup).
-PROFILES = {
-    "ideal": "sms",
-    "twilio": "sms",
-    "aws_sms": "sms",
-    "sns": "sms",
-    "vonage": "sms",
-    "ses": "email",
-    "sendgrid": "email",
-    "postmark": "email",
-    "infrai": "email",
-}
+PROFILES = CHANNEL
 
 
 def _chosen(names: str | None) -> list[str]:
@@ -77,14 +68,10 @@ def _chosen(names: str | None) -> list[str]:
 
 CHOSEN = _chosen(os.environ.get("TIDINGS_CRASH_PROFILES"))
 POINTS = ("after_claim", "before_mark", "before_send", "after_send_before_record", "after_record")
-# Where the provider can prove a message never arrived (by our key, by our
-# reference stored with it, or by its list search).
-PROVES_ABSENCE = {"ideal", "twilio", "postmark"}
-# Where a call whose answer was lost can still be tied to its attempt: the
-# above, or receipts that echo our reference.
-FINDS_LOST_ANSWERS = PROVES_ABSENCE | {"aws_sms", "vonage", "ses", "sendgrid"}
-# Where the provider ever reports delivery (SNS only logs it to CloudWatch).
-REPORTS_DELIVERY = set(PROFILES) - {"sns"}
+# What each profile's provider offers (tests/profile_matrix.py).
+PROVES_ABSENCE = {p for p in PROFILES if proves_absence(p)}
+FINDS_LOST_ANSWERS = {p for p in PROFILES if finds_lost_answers(p)}
+REPORTS_DELIVERY = {p for p in PROFILES if reports_delivery(p)}
 SENT = {"accepted", "timeout_after_accept"}
 TERMINAL = {"delivered", "unknown", "failed", "expired", "canceled", "suppressed"}
 POLLS = {
@@ -293,15 +280,3 @@ def test_a_crash_at_every_step_ends_as_the_provider_allows_and_never_sends_twice
             unknown += 1
     paged = [a for a in run.alerts if a.condition == "report_delivery_unknown"]
     assert sum(a.details["affected_intents"] for a in paged) == unknown
-
-
-def test_the_profiles_offer_what_the_table_says() -> None:
-    from tidings.providers.simulator.profiles import PROFILES as PLAYED
-
-    for profile, channel in PROFILES.items():
-        played = PLAYED[profile]
-        absence = played.lookup_by_key or played.reference_search or played.list_search
-        assert (profile in PROVES_ABSENCE) == absence, profile
-        echoes = played.receipts and played.echo.value != "none"
-        assert (profile in FINDS_LOST_ANSWERS) == (absence or echoes), profile
-        assert channel in played.channels

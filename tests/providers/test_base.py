@@ -8,9 +8,10 @@ import httpx
 import pytest
 
 from tidings.domain.redaction import REDACTED
-from tidings.providers.base import parse_retry_after, response_retry_after, stable_key
+from tidings.providers.base import stable_key
 from tidings.providers.messages import Headers, WebhookRequest
 from tidings.providers.outcomes import Observation, ObservedStatus
+from tidings.providers.retry_after import parse_retry_after, response_retry_after
 
 
 def test_observation_redacts_raw_and_requires_aware_time() -> None:

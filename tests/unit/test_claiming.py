@@ -6,7 +6,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tidings.domain import policy as p
 from tidings.domain.claiming import (
     ClaimVerdict,
     claim_action,
@@ -14,14 +13,15 @@ from tidings.domain.claiming import (
     claim_verdict,
     verdict_of,
 )
+from tidings.domain.decision_codes import DecisionCode as Code
 from tidings.domain.policy import Decision
 from tidings.domain.transitions import Event
 
 NOON = datetime(2026, 6, 1, 12, tzinfo=UTC)
 LATER = NOON + timedelta(hours=1)
-ALLOWED = Decision(True, p.ALLOWED, "v")
-DENIED = Decision(False, p.CONSENT_MISSING, "v")
-QUIET = Decision(False, p.QUIET_WINDOW, "v", 60, LATER)
+ALLOWED = Decision(True, Code.ALLOWED, "v")
+DENIED = Decision(False, Code.CONSENT_MISSING, "v")
+QUIET = Decision(False, Code.QUIET_WINDOW, "v", 60, LATER)
 
 
 @pytest.mark.parametrize(

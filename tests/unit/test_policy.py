@@ -13,6 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tidings.domain import policy as p
+from tidings.domain.decision_codes import RETRYABLE_CODES
+from tidings.domain.decision_codes import DecisionCode as Code
 from tidings.domain.limits import SPEND_SCOPE, LimitCheck, LimitKey
 from tidings.domain.policy import (
     CapUsage,
@@ -184,25 +186,25 @@ def test_duplicate_json_keys_are_rejected() -> None:
 
 def test_allowed_transactional_sms_in_window() -> None:
     decision = evaluate(EU, req())
-    assert decision == Decision(True, p.ALLOWED, "eu-2026-11.1")
+    assert decision == Decision(True, Code.ALLOWED, "eu-2026-11.1")
     assert not decision.final and not decision.retryable
 
 
 @pytest.mark.parametrize(
     ("changes", "code"),
     [
-        ({"destination_valid": False}, p.DESTINATION_INVALID),
-        ({"country": None}, p.DESTINATION_INVALID),
-        ({"purpose": "gossip"}, p.PURPOSE_UNKNOWN),
-        ({"channel": "fax"}, p.CHANNEL_DISABLED),
-        ({"country": "US"}, p.COUNTRY_DISABLED),
-        ({"suppressed": True, "suppression_reason": "operator"}, p.SUPPRESSED),
-        ({"suppressed": True, "suppression_reason": "invalid"}, p.SUPPRESSED),
-        ({"suppressed": True, "suppression_reason": "hard_bounce"}, p.BOUNCED),
-        ({"suppressed": True, "suppression_reason": "complaint"}, p.COMPLAINED),
-        ({"opted_out": True}, p.OPTED_OUT),
-        ({"purpose": "marketing"}, p.CONSENT_MISSING),
-        ({"expires_at": NOON}, p.EXPIRED),
+        ({"destination_valid": False}, Code.DESTINATION_INVALID),
+        ({"country": None}, Code.DESTINATION_INVALID),
+        ({"purpose": "gossip"}, Code.PURPOSE_UNKNOWN),
+        ({"channel": "fax"}, Code.CHANNEL_DISABLED),
+        ({"country": "US"}, Code.COUNTRY_DISABLED),
+        ({"suppressed": True, "suppression_reason": "operator"}, Code.SUPPRESSED),
+        ({"suppressed": True, "suppression_reason": "invalid"}, Code.SUPPRESSED),
+        ({"suppressed": True, "suppression_reason": "hard_bounce"}, Code.BOUNCED),
+        ({"suppressed": True, "suppression_reason": "complaint"}, Code.COMPLAINED),
+        ({"opted_out": True}, Code.OPTED_OUT),
+        ({"purpose": "marketing"}, Code.CONSENT_MISSING),
+        ({"expires_at": NOON}, Code.EXPIRED),
     ],
 )
 def test_final_denials(changes: dict[str, Any], code: str) -> None:
@@ -219,14 +221,14 @@ def test_suppression_reason_is_kept() -> None:
 def test_earlier_checks_win() -> None:
     late = datetime(2026, 6, 1, 21, 30, tzinfo=UTC)
     everything = req(purpose="marketing", opted_out=True, suppressed=True, now=late)
-    assert evaluate(EU, everything).code == p.SUPPRESSED
-    assert evaluate(EU, req(purpose="marketing", now=late)).code == p.CONSENT_MISSING
-    assert evaluate(EU, req(now=late, expires_at=late)).code == p.EXPIRED
+    assert evaluate(EU, everything).code == Code.SUPPRESSED
+    assert evaluate(EU, req(purpose="marketing", now=late)).code == Code.CONSENT_MISSING
+    assert evaluate(EU, req(now=late, expires_at=late)).code == Code.EXPIRED
 
 
 def test_channel_missing_from_the_purpose_is_disabled() -> None:
     decision = evaluate(parse_policy(doc()), req(channel="email", country=None))
-    assert decision.code == p.CHANNEL_DISABLED
+    assert decision.code == Code.CHANNEL_DISABLED
 
 
 def test_email_without_country_is_allowed_only_under_star() -> None:
@@ -235,7 +237,7 @@ def test_email_without_country_is_allowed_only_under_star() -> None:
     )
     assert evaluate(parse_policy(doc()), email).allowed
     closed = _break(["channels", "email", "countries"], ["DE"])
-    assert evaluate(parse_policy(closed), email).code == p.COUNTRY_DISABLED
+    assert evaluate(parse_policy(closed), email).code == Code.COUNTRY_DISABLED
 
 
 # --- consent -----------------------------------------------------------------
@@ -256,7 +258,7 @@ def test_valid_marketing_consent_allows() -> None:
     ],
 )
 def test_evidence_that_does_not_count(evidence: ConsentEvidence) -> None:
-    assert evaluate(EU, req(purpose="marketing", consents=(evidence,))).code == p.CONSENT_MISSING
+    assert evaluate(EU, req(purpose="marketing", consents=(evidence,))).code == Code.CONSENT_MISSING
 
 
 def test_revocation_after_now_has_not_happened_yet() -> None:
@@ -267,12 +269,12 @@ def test_revocation_after_now_has_not_happened_yet() -> None:
 def test_country_override_can_lift_the_requirement() -> None:
     policy = parse_policy(doc())
     assert evaluate(policy, req(purpose="marketing", country="FR")).allowed
-    assert evaluate(policy, req(purpose="marketing", country="DE")).code == p.CONSENT_MISSING
+    assert evaluate(policy, req(purpose="marketing", country="DE")).code == Code.CONSENT_MISSING
 
 
 def test_us_transactional_sms_needs_recorded_consent() -> None:
     us = req(country="US", timezone="America/New_York", recent_sends=_us_caps())
-    assert evaluate(US, us).code == p.CONSENT_MISSING
+    assert evaluate(US, us).code == Code.CONSENT_MISSING
     assert evaluate(US, dataclasses.replace(us, consents=(consent("transactional"),))).allowed
 
 
@@ -286,7 +288,7 @@ def _us_caps() -> dict[str, CapUsage]:
 def test_quiet_window_is_retryable_until_the_next_local_morning() -> None:
     night = datetime(2026, 6, 1, 20, 30, tzinfo=UTC)  # 22:30 in Berlin
     decision = evaluate(EU, req(now=night))
-    assert decision.code == p.QUIET_WINDOW and decision.retryable
+    assert decision.code == Code.QUIET_WINDOW and decision.retryable
     assert decision.not_before == datetime(2026, 6, 2, 8, 0, tzinfo=ZoneInfo("Europe/Berlin"))
     assert decision.retry_after_seconds == 9.5 * 3600
 
@@ -300,12 +302,12 @@ def test_us_security_codes_ignore_quiet_hours() -> None:
 def test_unknown_timezone_falls_back_to_the_number_zones() -> None:
     night = datetime(2026, 6, 1, 20, 30, tzinfo=UTC)
     guessed = req(timezone=None, fallback_timezones=("Europe/Berlin",), now=night)
-    assert evaluate(EU, guessed).code == p.QUIET_WINDOW
+    assert evaluate(EU, guessed).code == Code.QUIET_WINDOW
 
 
 def test_no_known_zone_is_a_final_denial() -> None:
     unknown = req(timezone="Mars/Olympus", fallback_timezones=())
-    assert evaluate(EU, unknown).code == p.NO_SEND_WINDOW
+    assert evaluate(EU, unknown).code == Code.NO_SEND_WINDOW
     assert evaluate(EU, unknown).final
 
 
@@ -316,7 +318,7 @@ def test_cap_reached_waits_for_the_oldest_send_to_age_out() -> None:
     oldest = NOON - timedelta(hours=20)
     sends = NO_CAPS | {"sms-daily": CapUsage(10, oldest)}
     decision = evaluate(EU, req(recent_sends=sends))
-    assert (decision.code, decision.detail) == (p.RECIPIENT_LIMIT, "sms-daily")
+    assert (decision.code, decision.detail) == (Code.RECIPIENT_LIMIT, "sms-daily")
     assert decision.not_before == oldest + timedelta(days=1)
 
 
@@ -353,7 +355,7 @@ def test_limit_decisions() -> None:
     spend = LimitKey(SPEND_SCOPE, "country_spend:sms:86400s:DE", 1, 86400, 3)
     later = NOON + timedelta(seconds=1)
     assert limit_decision(EU, LimitCheck(True), NOON).allowed
-    assert limit_decision(EU, LimitCheck(False, later, rate), NOON).code == p.RATE_LIMITED
+    assert limit_decision(EU, LimitCheck(False, later, rate), NOON).code == Code.RATE_LIMITED
     assert limit_decision(EU, LimitCheck(False, later, rate), NOON).retry_after_seconds == 1
     assert limit_decision(EU, LimitCheck(False, None, spend), NOON).final
 
@@ -361,12 +363,16 @@ def test_limit_decisions() -> None:
 @pytest.mark.parametrize(
     ("decision", "expires_at", "action"),
     [
-        (Decision(True, p.ALLOWED, "v"), None, "send"),
-        (Decision(False, p.CONSENT_MISSING, "v"), None, "suppress"),
-        (Decision(False, p.EXPIRED, "v"), NOON, "expire"),
-        (Decision(False, p.QUIET_WINDOW, "v", 60, NOON), None, "reschedule"),
-        (Decision(False, p.QUIET_WINDOW, "v", 60, NOON), NOON + timedelta(seconds=1), "reschedule"),
-        (Decision(False, p.QUIET_WINDOW, "v", 60, NOON), NOON, "expire"),
+        (Decision(True, Code.ALLOWED, "v"), None, "send"),
+        (Decision(False, Code.CONSENT_MISSING, "v"), None, "suppress"),
+        (Decision(False, Code.EXPIRED, "v"), NOON, "expire"),
+        (Decision(False, Code.QUIET_WINDOW, "v", 60, NOON), None, "reschedule"),
+        (
+            Decision(False, Code.QUIET_WINDOW, "v", 60, NOON),
+            NOON + timedelta(seconds=1),
+            "reschedule",
+        ),
+        (Decision(False, Code.QUIET_WINDOW, "v", 60, NOON), NOON, "expire"),
     ],
 )
 def test_dispatch_action(decision: Decision, expires_at: datetime | None, action: str) -> None:
@@ -432,7 +438,7 @@ def test_quiet_window_denial_points_inside_the_next_window(
     policy: Policy, request: PolicyRequest
 ) -> None:
     decision = evaluate(policy, request)
-    if decision.code != p.QUIET_WINDOW:
+    if decision.code != Code.QUIET_WINDOW:
         return
     window = policy.send_windows[request.channel]
     assert decision.not_before is not None and decision.not_before > request.now
@@ -445,6 +451,6 @@ def test_quiet_window_denial_points_inside_the_next_window(
 def test_codes_and_retryability_agree(policy: Policy, request: PolicyRequest) -> None:
     decision = evaluate(policy, request)
     assert decision.policy_version == policy.version
-    assert decision.allowed == (decision.code == p.ALLOWED)
-    assert decision.retryable == (decision.code in p.RETRYABLE_CODES)
+    assert decision.allowed == (decision.code == Code.ALLOWED)
+    assert decision.retryable == (decision.code in RETRYABLE_CODES)
     assert decision.final == (not decision.allowed and not decision.retryable)

@@ -18,6 +18,7 @@ from tidings.cli.keys import keys_app
 from tidings.cli.stop import bound_the_stop, stop_on_signals
 from tidings.platform.settings import Settings
 from tidings.platform.signal_wait import wait_for_signal
+from tidings.providers.simulator.profiles import PROFILE_CHOICES
 
 if TYPE_CHECKING:
     from tidings.client import Tidings
@@ -182,10 +183,7 @@ def simulator(
     webhook_url: Annotated[str | None, typer.Option(help="where to POST signed receipts")] = None,
     profile: Annotated[
         str | None,
-        typer.Option(
-            help="the provider to play: ideal, twilio, aws_sms, sns, vonage, ses, sendgrid, "
-            "postmark, infrai, or sms=NAME,email=NAME (TIDINGS_SIMULATOR_PROFILE)"
-        ),
+        typer.Option(help=f"the provider to play: {PROFILE_CHOICES} (TIDINGS_SIMULATOR_PROFILE)"),
     ] = None,
 ) -> None:
     """Run the provider simulator (SMS and e-mail) as its own process."""

@@ -17,6 +17,7 @@ import psycopg
 
 from tidings.domain import policy as rules
 from tidings.domain.claiming import ClaimVerdict, claim_verdict, deadline_passed
+from tidings.domain.decision_codes import DecisionCode
 from tidings.domain.decision_inputs import decision_inputs
 from tidings.domain.intent import Intent
 from tidings.domain.policy import Decision, PolicyRequest
@@ -73,7 +74,7 @@ def decide(
     if policy is None:
         decision = rules.policy_missing()
     elif deadline_passed(intent.expires_at, now):  # no rule needs consulting
-        decision = Decision(False, rules.EXPIRED, policy.version)
+        decision = Decision(False, DecisionCode.EXPIRED, policy.version)
     else:
         request = facts(conn, intent, policy, now, row or {})
         decision = rules.evaluate(policy, request)

@@ -140,7 +140,7 @@ def provider_mapping_reference() -> str:
     import importlib
 
     from tidings.providers.base import ProviderAdapter
-    from tidings.providers.settings import PROVIDER_MODULES
+    from tidings.providers.catalog import ADAPTERS
 
     out = [
         "# Provider status mapping\n",
@@ -150,10 +150,10 @@ def provider_mapping_reference() -> str:
         "raw status, raw code and redacted raw event are kept on the observation.",
         "`undelivered` means a resend may fix it; `failed` is permanent.\n",
     ]
-    for module in PROVIDER_MODULES.values():
-        importlib.import_module(module)
+    for entry in ADAPTERS.values():
+        importlib.import_module(entry.module)
     adapters = {c.name: c for c in subclasses(ProviderAdapter) if "name" in vars(c)}
-    for name in PROVIDER_MODULES:
+    for name in ADAPTERS:
         adapter = adapters[name]
         channels = ", ".join(sorted(adapter.channels))
         out.append(f"## `{name}` ({channels}) {{#{name}}}\n")

@@ -135,9 +135,9 @@ def codes_reference() -> str:
     """The stable codes: API problems, policy decisions, provider outcomes and
     the engine's own failure codes, each found where the code defines it."""
     from tidings.api import problems
-    from tidings.domain import errors, policy
+    from tidings.domain import errors
+    from tidings.domain.decision_codes import RETRYABLE_CODES, DecisionCode
     from tidings.providers.outcomes import RejectCode
-    from tidings.replay import CODES
 
     out = [
         "# Stable codes\n",
@@ -163,14 +163,14 @@ def codes_reference() -> str:
     for code, status, module in _literal_codes(PACKAGE / "api"):
         rows.setdefault(code, (status, f"`{module}`"))
     out += [f"| `{c}` | {s} | {by} |" for c, (s, by) in sorted(rows.items())]
-    retryable = policy.RETRYABLE_CODES
+    retryable = RETRYABLE_CODES
     out += [
         "",
         "## Policy decision codes\n",
-        "Every policy decision carries one (`src/tidings/domain/policy.py`;",
+        "Every policy decision carries one (`src/tidings/domain/decision_codes.py`;",
         "[policy](../policy.md)). Retryable ones reschedule; the rest suppress.\n",
         "| code | retryable |\n|---|---|",
-        *(f"| `{c}` | {'yes' if c in retryable else 'no'} |" for c in sorted(CODES)),
+        *(f"| `{c}` | {'yes' if c in retryable else 'no'} |" for c in sorted(DecisionCode)),
         "",
         "## Provider outcome codes\n",
         "What an adapter reports for a rejection or failure",
@@ -182,7 +182,7 @@ def codes_reference() -> str:
         "templates, token minting), found as literals in the code.\n",
         "| code | module |\n|---|---|",
     ]
-    seen = set(rows) | set(CODES) | {c.value for c in RejectCode}
+    seen = set(rows) | {c.value for c in DecisionCode} | {c.value for c in RejectCode}
     engine: dict[str, set[str]] = {}
     for folder in ("dispatch", "templates"):
         for code, _, module in _literal_codes(PACKAGE / folder):

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Final, Literal
 from zoneinfo import ZoneInfo
 
+from tidings.domain.decision_codes import DecisionCode
 from tidings.domain.limits import SPEND_SCOPE, LimitCheck
 from tidings.domain.policy_document import FrequencyCap, Policy
 from tidings.domain.schedules import (
@@ -31,25 +32,11 @@ from tidings.domain.schedules import (
     zone_or_none,
 )
 
-ALLOWED: Final = "ALLOWED"
-DESTINATION_INVALID: Final = "DESTINATION_INVALID"
-PURPOSE_UNKNOWN: Final = "PURPOSE_UNKNOWN"
-CHANNEL_DISABLED: Final = "CHANNEL_DISABLED"
-COUNTRY_DISABLED: Final = "COUNTRY_DISABLED"
-SUPPRESSED: Final = "SUPPRESSED"
-OPTED_OUT: Final = "OPTED_OUT"
 # A destination suppressed by a provider's complaint or hard-bounce receipt.
-COMPLAINED: Final = "COMPLAINED"
-BOUNCED: Final = "BOUNCED"
-_SUPPRESSION_CODES: Final = {"complaint": COMPLAINED, "hard_bounce": BOUNCED}
-CONSENT_MISSING: Final = "CONSENT_MISSING"
-EXPIRED: Final = "EXPIRED"
-QUIET_WINDOW: Final = "QUIET_WINDOW"
-NO_SEND_WINDOW: Final = "NO_SEND_WINDOW"
-RECIPIENT_LIMIT: Final = "RECIPIENT_LIMIT"
-RATE_LIMITED: Final = "RATE_LIMITED"
-SPEND_LIMIT: Final = "SPEND_LIMIT"
-POLICY_MISSING: Final = "POLICY_MISSING"
+_SUPPRESSION_CODES: Final = {
+    "complaint": DecisionCode.COMPLAINED,
+    "hard_bounce": DecisionCode.BOUNCED,
+}
 
 # Said wherever POLICY_MISSING is answered: deny-by-default is only humane
 # if the denial says how to stop being denied.
@@ -59,8 +46,6 @@ POLICY_MISSING_HELP: Final = (
     "the shipped examples (default.json, eu.json, us.json in tidings/policies) "
     "are a starting point"
 )
-
-RETRYABLE_CODES: Final = frozenset({QUIET_WINDOW, RECIPIENT_LIMIT, RATE_LIMITED, SPEND_LIMIT})
 
 Action = Literal["send", "reschedule", "suppress", "expire"]
 
@@ -148,7 +133,7 @@ class Decision:
 
 def policy_missing() -> Decision:
     """The decision for a tenant that has published no policy: a final no."""
-    return Decision(False, POLICY_MISSING, None, detail=POLICY_MISSING_HELP)
+    return Decision(False, DecisionCode.POLICY_MISSING, None, detail=POLICY_MISSING_HELP)
 
 
 def _deny(policy: Policy, code: str, detail: str | None = None) -> Decision:
@@ -175,48 +160,48 @@ def evaluate(policy: Policy, request: PolicyRequest) -> Decision:
         decision = check(policy, request)
         if decision is not None:
             return decision
-    return Decision(True, ALLOWED, policy.version)
+    return Decision(True, DecisionCode.ALLOWED, policy.version)
 
 
 def _destination(policy: Policy, request: PolicyRequest) -> Decision | None:
     # An SMS needs a country to apply country rules to; email may lack one.
     unresolved = request.channel == "sms" and request.country is None
     if not request.destination_valid or unresolved:
-        return _deny(policy, DESTINATION_INVALID)
+        return _deny(policy, DecisionCode.DESTINATION_INVALID)
     return None
 
 
 def _purpose(policy: Policy, request: PolicyRequest) -> Decision | None:
     known = request.purpose in policy.purposes
-    return None if known else _deny(policy, PURPOSE_UNKNOWN, request.purpose)
+    return None if known else _deny(policy, DecisionCode.PURPOSE_UNKNOWN, request.purpose)
 
 
 def _channel_country(policy: Policy, request: PolicyRequest) -> Decision | None:
     purpose = policy.purposes[request.purpose]
     if request.channel not in policy.countries or request.channel not in purpose.consent:
-        return _deny(policy, CHANNEL_DISABLED, request.channel)
+        return _deny(policy, DecisionCode.CHANNEL_DISABLED, request.channel)
     enabled = policy.countries[request.channel]
     if enabled is None or request.country in enabled:
         return None
-    return _deny(policy, COUNTRY_DISABLED, request.country)
+    return _deny(policy, DecisionCode.COUNTRY_DISABLED, request.country)
 
 
 def _suppression(policy: Policy, request: PolicyRequest) -> Decision | None:
     if not request.suppressed:
         return None
-    code = _SUPPRESSION_CODES.get(request.suppression_reason or "", SUPPRESSED)
+    code = _SUPPRESSION_CODES.get(request.suppression_reason or "", DecisionCode.SUPPRESSED)
     return _deny(policy, code, request.suppression_reason)
 
 
 def _opt_out(policy: Policy, request: PolicyRequest) -> Decision | None:
-    return _deny(policy, OPTED_OUT) if request.opted_out else None
+    return _deny(policy, DecisionCode.OPTED_OUT) if request.opted_out else None
 
 
 def _consent(policy: Policy, request: PolicyRequest) -> Decision | None:
     rule = policy.purposes[request.purpose].consent[request.channel]
     if not rule.requires_consent(request.country) or has_consent(request):
         return None
-    return _deny(policy, CONSENT_MISSING)
+    return _deny(policy, DecisionCode.CONSENT_MISSING)
 
 
 def has_consent(request: PolicyRequest) -> bool:
@@ -240,7 +225,7 @@ def consent_used(request: PolicyRequest) -> ConsentEvidence | None:
 
 def _expiry(policy: Policy, request: PolicyRequest) -> Decision | None:
     expired = request.expires_at is not None and request.now >= request.expires_at
-    return _deny(policy, EXPIRED) if expired else None
+    return _deny(policy, DecisionCode.EXPIRED) if expired else None
 
 
 def _send_window(policy: Policy, request: PolicyRequest) -> Decision | None:
@@ -253,8 +238,8 @@ def _send_window(policy: Policy, request: PolicyRequest) -> Decision | None:
     opens = next_window_start(window, zones, request.now) if zones else None
     if opens is None:
         # We cannot know the recipient's local time, so cannot honour it.
-        return _deny(policy, NO_SEND_WINDOW)
-    return retryable_denial(policy, QUIET_WINDOW, opens, request.now)
+        return _deny(policy, DecisionCode.NO_SEND_WINDOW)
+    return retryable_denial(policy, DecisionCode.QUIET_WINDOW, opens, request.now)
 
 
 def recipient_zones(request: PolicyRequest) -> tuple[ZoneInfo, ...]:
@@ -271,7 +256,7 @@ def _frequency_caps(policy: Policy, request: PolicyRequest) -> Decision | None:
     if not waits:
         return None
     not_before, cap_id = max(waits)
-    return retryable_denial(policy, RECIPIENT_LIMIT, not_before, request.now, cap_id)
+    return retryable_denial(policy, DecisionCode.RECIPIENT_LIMIT, not_before, request.now, cap_id)
 
 
 def _cap_usage(cap: FrequencyCap, request: PolicyRequest) -> CapUsage:
@@ -319,9 +304,9 @@ def cap_windows(policy: Policy, channel: str, purpose: str, now: datetime) -> tu
 def limit_decision(policy: Policy, check: LimitCheck, now: datetime) -> Decision:
     """Turn the claim transaction's limit check into a recorded decision."""
     if check.allowed:
-        return Decision(True, ALLOWED, policy.version)
+        return Decision(True, DecisionCode.ALLOWED, policy.version)
     spend = check.key is not None and check.key.scope == SPEND_SCOPE
-    code = SPEND_LIMIT if spend else RATE_LIMITED
+    code = DecisionCode.SPEND_LIMIT if spend else DecisionCode.RATE_LIMITED
     detail = check.key.key if check.key is not None else None
     if check.next_eligible_at is None:
         return _deny(policy, code, detail)  # the message alone exceeds the limit
@@ -333,7 +318,7 @@ def dispatch_action(decision: Decision, expires_at: datetime | None) -> Action:
     at or after the deadline expires the intent now instead of parking it."""
     if decision.allowed:
         return "send"
-    if decision.code == EXPIRED:
+    if decision.code == DecisionCode.EXPIRED:
         return "expire"
     if decision.not_before is None:
         return "suppress"

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from tidings.domain.policy import RETRYABLE_CODES
+from tidings.domain.decision_codes import RETRYABLE_CODES
 
 ACTIONS: Final = ("send", "reschedule", "suppress", "expire")
 SENT: Final = "sent"

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 
 from tidings.providers.base import ProviderAdapter
+from tidings.providers.catalog import ADAPTERS
 from tidings.providers.errors import ProviderConfigError
 
 log = logging.getLogger("tidings.providers")
@@ -44,9 +45,7 @@ def from_environment(account: str) -> ProviderAdapter:
 def _buildable(account: str) -> bool:
     """Only names of adapters that exist: a webhook path is anyone's to
     choose, and an unknown one must cost nothing, not a remembered failure."""
-    from tidings.providers.settings import PROVIDER_MODULES
-
-    return account in PROVIDER_MODULES
+    return account in ADAPTERS
 
 
 class ProviderAccounts(Mapping[str, ProviderAdapter]):

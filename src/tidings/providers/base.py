@@ -7,16 +7,15 @@ owns the flow, the default timeout, and the single place where transport
 errors become outcomes, so no adapter can classify a read timeout as "safe to
 retry" by accident. What the steps take and return lives in
 `tidings.providers.messages` and `tidings.providers.outcomes`, what they
-raise in `tidings.providers.errors`; adapters are found by name through
-`tidings.providers.registry`.
+raise in `tidings.providers.errors`, a provider's Retry-After is read by
+`tidings.providers.retry_after`; adapters are found by name through
+`tidings.providers.registry`, from the list in `tidings.providers.catalog`.
 """
 
 from __future__ import annotations
 
-import email.utils
 import hashlib
 import hmac
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from tidings.providers.outcomes import (
     SendResult,
 )
 from tidings.providers.response_body import with_body
+from tidings.providers.retry_after import response_retry_after
 
 DEFAULT_TIMEOUT = 10.0
 # How long an idle connection is kept for reuse: under the 5 s after which
@@ -55,36 +55,6 @@ KEEPALIVE_SECONDS = 4.0
 
 
 # --- helpers shared by adapters --------------------------------------------
-
-
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Retry-After as seconds from now: delta-seconds or an HTTP date; None if absent/bad."""
-    if not value:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
-
-
-def response_retry_after(response: httpx.Response) -> float | None:
-    """A response's Retry-After in seconds. An HTTP date is read against the
-    response's own `Date` (the provider's clock on both sides), so a host
-    whose clock is off neither retries early nor waits too long."""
-    return parse_retry_after(response.headers.get("retry-after"), now=provider_time(response))
-
-
-def provider_time(response: httpx.Response) -> float | None:
-    """The provider's clock when it answered (its `Date` header), if given."""
-    try:
-        return email.utils.parsedate_to_datetime(response.headers["date"]).timestamp()
-    except (KeyError, TypeError, ValueError):
-        return None
 
 
 def stable_key(provider: str, *parts: object) -> str:

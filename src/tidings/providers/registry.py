@@ -7,13 +7,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tidings.providers.base import ProviderAdapter
+from tidings.providers.catalog import ADAPTERS
 from tidings.providers.errors import ProviderConfigError
 
 AdapterFactory = Callable[[Mapping[str, Any]], ProviderAdapter]
 _FACTORIES: dict[str, AdapterFactory] = {}
-# Built-in adapters register themselves on import; this lets `create` find
-# them without every caller importing every adapter module first.
-_BUILTIN_MODULES = {"simulator": "tidings.providers.simulator.adapter"}
 
 
 def register(name: str, factory: AdapterFactory) -> None:
@@ -21,12 +19,14 @@ def register(name: str, factory: AdapterFactory) -> None:
 
 
 def registered() -> frozenset[str]:
-    return frozenset(_FACTORIES) | frozenset(_BUILTIN_MODULES)
+    return frozenset(_FACTORIES) | frozenset(ADAPTERS)
 
 
 def create(name: str, settings: Mapping[str, Any]) -> ProviderAdapter:
-    if name not in _FACTORIES and name in _BUILTIN_MODULES:
-        importlib.import_module(_BUILTIN_MODULES[name])
+    # The catalog's adapters register themselves on import: `create` finds
+    # them without every caller importing every adapter module first.
+    if name not in _FACTORIES and name in ADAPTERS:
+        importlib.import_module(ADAPTERS[name].module)
     try:
         factory = _FACTORIES[name]
     except KeyError:

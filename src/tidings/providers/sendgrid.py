@@ -34,8 +34,6 @@ from tidings.providers.base import (
     DEFAULT_TIMEOUT,
     HttpProviderAdapter,
     HttpRequest,
-    provider_time,
-    response_retry_after,
     stable_key,
 )
 from tidings.providers.errors import InvalidSignature, ProviderConfigError, ProviderError
@@ -49,6 +47,7 @@ from tidings.providers.outcomes import (
     SendResult,
 )
 from tidings.providers.registry import register
+from tidings.providers.retry_after import provider_time, response_retry_after
 
 DEFAULT_BASE_URL = "https://api.sendgrid.com"
 SIGNATURE_HEADER = "X-Twilio-Email-Event-Webhook-Signature"

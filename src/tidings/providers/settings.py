@@ -17,36 +17,11 @@ from typing import Any
 import httpx
 
 from tidings.providers.base import DEFAULT_TIMEOUT, ProviderAdapter
+from tidings.providers.catalog import ADAPTERS
 from tidings.providers.errors import ProviderConfigError
 from tidings.providers.messages import AttachmentLoader
 from tidings.providers.registry import create
 
-# Adapters register themselves on import; `create` alone knows only the built-ins.
-PROVIDER_MODULES: Mapping[str, str] = {
-    "simulator": "tidings.providers.simulator.adapter",
-    "twilio": "tidings.providers.twilio",
-    "aws_sms": "tidings.providers.aws_sms",
-    "sns": "tidings.providers.sns",
-    "ses": "tidings.providers.ses",
-    "sendgrid": "tidings.providers.sendgrid",
-    "postmark": "tidings.providers.postmark",
-    "vonage": "tidings.providers.vonage",
-    "smtp": "tidings.providers.smtp",
-    "infrai": "tidings.providers.infrai",
-}
-# Each adapter's class, for what only the class knows (its status vocabulary).
-ADAPTER_CLASSES: Mapping[str, str] = {
-    "simulator": "SimulatorAdapter",
-    "twilio": "TwilioAdapter",
-    "aws_sms": "AwsSmsAdapter",
-    "sns": "SnsSmsAdapter",
-    "ses": "SesAdapter",
-    "sendgrid": "SendGridAdapter",
-    "postmark": "PostmarkAdapter",
-    "vonage": "VonageAdapter",
-    "smtp": "SmtpAdapter",
-    "infrai": "InfraiAdapter",
-}
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
 
@@ -65,19 +40,16 @@ def adapter_from_env(name: str, environ: Mapping[str, str]) -> ProviderAdapter:
 
 
 def build(name: str, settings: Mapping[str, Any]) -> ProviderAdapter:
-    """`create`, after importing the adapter's module so that it has registered."""
-    module = PROVIDER_MODULES.get(name)
-    if module is not None:
-        importlib.import_module(module)
+    """The adapter `name` from a settings mapping (`create` imports its module)."""
     return create(name, settings)
 
 
 def adapter_class(name: str) -> type[ProviderAdapter]:
-    try:
-        module = importlib.import_module(PROVIDER_MODULES[name])
-    except KeyError:
-        raise ProviderConfigError(f"no provider adapter named {name!r}") from None
-    found: type[ProviderAdapter] = getattr(module, ADAPTER_CLASSES[name])
+    entry = ADAPTERS.get(name)
+    if entry is None:
+        raise ProviderConfigError(f"no provider adapter named {name!r}")
+    module = importlib.import_module(entry.module)
+    found: type[ProviderAdapter] = getattr(module, entry.adapter_class)
     return found
 
 

@@ -30,7 +30,6 @@ from tidings.providers.base import (
     DEFAULT_TIMEOUT,
     HttpProviderAdapter,
     HttpRequest,
-    response_retry_after,
     same_digest,
     stable_key,
 )
@@ -50,6 +49,7 @@ from tidings.providers.outcomes import (
     SendResult,
 )
 from tidings.providers.registry import register
+from tidings.providers.retry_after import response_retry_after
 
 DEFAULT_BASE_URL = "https://api.twilio.com"
 API_PATH = "/2010-04-01/Accounts/{sid}"

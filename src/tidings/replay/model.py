@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal
 
-from tidings.domain import policy as rules
+from tidings.domain.decision_codes import DecisionCode
 from tidings.domain.policy import PolicyRequest
 from tidings.domain.policy_document import Policy
 from tidings.domain.transitions import Event
@@ -22,27 +22,8 @@ UNDELIVERED: Final = "undelivered"
 EVENT_NAMES: Final = (*(e.value for e in Event), UNDELIVERED)
 ACTIONS: Final = ("send", "reschedule", "suppress", "expire")
 EFFECTS: Final = ("applied", "attempt_only", "ignored")
-CODES: Final = frozenset(
-    {
-        rules.ALLOWED,
-        rules.DESTINATION_INVALID,
-        rules.PURPOSE_UNKNOWN,
-        rules.CHANNEL_DISABLED,
-        rules.COUNTRY_DISABLED,
-        rules.SUPPRESSED,
-        rules.COMPLAINED,
-        rules.BOUNCED,
-        rules.OPTED_OUT,
-        rules.CONSENT_MISSING,
-        rules.EXPIRED,
-        rules.QUIET_WINDOW,
-        rules.NO_SEND_WINDOW,
-        rules.RECIPIENT_LIMIT,
-        rules.RATE_LIMITED,
-        rules.SPEND_LIMIT,
-        rules.POLICY_MISSING,
-    }
-)
+# Plain strings, as a fixture spells them.
+CODES: Final = frozenset(code.value for code in DecisionCode)
 
 
 @dataclass(frozen=True)

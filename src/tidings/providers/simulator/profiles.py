@@ -19,7 +19,9 @@ key (DESIGN.md invariant 3). So the simulator plays one provider at a time
   the simulator adapter reads with the real adapter's own mapping.
 
 The table with the sources behind each row is in docs/providers.md,
-"What each provider offers for reconciliation".
+"What each provider offers for reconciliation". A profile plays the
+provider of its name in the catalog (`tidings.providers.catalog`), which
+gives it its channels and names the adapter whose protocol it imitates.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+from tidings.providers.catalog import BOTH, EMAIL, PROVIDERS, SMS, Provider
 
 # The simulator's own outcomes: a status and, for failures, a normalized code.
 Outcome = tuple[str, str | None]
@@ -62,6 +66,11 @@ class Profile:
     search_visible_after_ms: float = 0.0
     native: bool = False  # the simulator's own words: statuses and codes pass through
 
+    @property
+    def provider(self) -> Provider | None:
+        """The catalog's provider this profile plays (None for `ideal`)."""
+        return PROVIDERS.get(self.name)
+
     def raw(self, status: str, code: str | None) -> Raw | None:
         """The provider's words for a stage, or None if it never reports it."""
         if self.native:
@@ -84,9 +93,10 @@ class Profile:
         }
 
 
-BOTH = frozenset({"sms", "email"})
-SMS = frozenset({"sms"})
-EMAIL = frozenset({"email"})
+def _plays(name: str) -> frozenset[str]:
+    """The channels of the catalog's provider `name`."""
+    return PROVIDERS[name].channels
+
 
 PROFILES: dict[str, Profile] = {
     p.name: p
@@ -102,7 +112,7 @@ PROFILES: dict[str, Profile] = {
         ),
         Profile(
             "twilio",
-            SMS,
+            _plays("twilio"),
             lookup_by_id=SMS,
             list_search=True,
             echo=Echo.CALLBACK_QUERY,
@@ -120,7 +130,7 @@ PROFILES: dict[str, Profile] = {
         ),
         Profile(
             "aws_sms",
-            SMS,
+            _plays("aws_sms"),
             lookup_by_id=frozenset(),
             reference_field="context",
             vocabulary={
@@ -139,7 +149,7 @@ PROFILES: dict[str, Profile] = {
         ),
         Profile(
             "sns",
-            SMS,
+            _plays("sns"),
             lookup_by_id=frozenset(),
             receipts=False,  # delivery status goes to CloudWatch Logs only
             echo=Echo.NONE,
@@ -147,7 +157,7 @@ PROFILES: dict[str, Profile] = {
         ),
         Profile(
             "vonage",
-            SMS,
+            _plays("vonage"),
             lookup_by_id=frozenset(),
             reference_field="client-ref",
             vocabulary={
@@ -162,7 +172,7 @@ PROFILES: dict[str, Profile] = {
         ),
         Profile(
             "ses",
-            EMAIL,
+            _plays("ses"),
             lookup_by_id=frozenset(),
             reference_field="tags",
             vocabulary={
@@ -176,7 +186,7 @@ PROFILES: dict[str, Profile] = {
         ),
         Profile(
             "sendgrid",
-            EMAIL,
+            _plays("sendgrid"),
             lookup_by_id=frozenset(),
             reference_field="tidings_attempt",  # custom_args come back as top-level fields
             vocabulary={
@@ -190,7 +200,7 @@ PROFILES: dict[str, Profile] = {
         ),
         Profile(
             "postmark",
-            EMAIL,
+            _plays("postmark"),
             lookup_by_id=EMAIL,
             reference_search=True,
             reference_field="Metadata",
@@ -207,7 +217,7 @@ PROFILES: dict[str, Profile] = {
         ),
         Profile(
             "infrai",
-            BOTH,
+            _plays("infrai"),
             lookup_by_id=EMAIL,  # GET /v1/email/get/{id}; no SMS lookup is documented
             honours_idempotency=True,
             receipts=False,  # its event list is pull-only and not in its public docs
@@ -222,6 +232,8 @@ PROFILES: dict[str, Profile] = {
         ),
     )
 }
+# What `--profile` accepts, for the help of the commands that take it.
+PROFILE_CHOICES = ", ".join(PROFILES) + ", or sms=NAME,email=NAME"
 # A provider of one channel is played beside the partner the source
 # documents pair it with (R002: "Twilio SendGrid + Twilio Messaging",
 # "Postmark + Twilio Messaging", "AWS SES + Amazon SNS"), so a workload of
