@@ -24,7 +24,7 @@ from tidings.policies import builtin_document
 from tidings.providers.errors import ProviderConfigError
 from tidings.providers.messages import OutboundMessage
 from tidings.providers.outcomes import SendResult
-from tidings.providers.simulator.adapter import InProcessSimulatorAdapter
+from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
 
 from .dispatch_helpers import offer, publish_offer_template, sends, simulator, worker
 

@@ -15,7 +15,7 @@ from tidings.observability.alerts.config import AlertConfig, Objective
 from tidings.observability.metrics import render_metrics
 from tidings.policies import builtin_document
 from tidings.providers.errors import ProviderConfigError
-from tidings.providers.simulator.adapter import InProcessSimulatorAdapter
+from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
 
 from .dispatch_helpers import offer, publish_offer_template, sends, simulator, worker
 
