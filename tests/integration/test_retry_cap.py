@@ -15,10 +15,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.integration.observability_helpers import evaluate_alerts
 from tidings import IntentState, ManualClock, Tidings
 from tidings.domain.policy_document import PolicyError, parse_policy
 from tidings.domain.schedules import DEFAULT_MAX_FAILURES, DEFAULT_MAX_PENDING_SECONDS
-from tidings.observability.alerts import evaluate_alerts
 from tidings.observability.alerts.config import AlertConfig
 from tidings.policies import builtin_document
 from tidings.providers.errors import ProviderConfigError
