@@ -65,7 +65,7 @@ def settings_reference() -> str:
     then every other `TIDINGS_*` variable the code reads, and where."""
     from tidings.platform.settings import Settings
 
-    comments = _field_comments(PACKAGE / "config.py")
+    comments = _field_comments(PACKAGE / "platform" / "settings.py")
     out = [
         "# Settings\n",
         "Generated from `src/tidings/platform/settings.py` (a pydantic-settings model) at",
