@@ -46,7 +46,8 @@ class WorkerSpec:
 
 def adapter(spec: WorkerSpec) -> Any:
     from tidings.providers.simulator import SimulatorCore
-    from tidings.providers.simulator.adapter import InProcessSimulatorAdapter, SimulatorAdapter
+    from tidings.providers.simulator.adapter import SimulatorAdapter
+    from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
 
     if spec.simulator_url:
         return SimulatorAdapter(spec.simulator_url)

@@ -43,7 +43,7 @@ def profile_dispatch(ctx: Context) -> dict[str, Any]:
 def dispatch_loop(dsn: str, seconds: float) -> int:
     from tidings.dispatch.runner import Worker
     from tidings.providers.simulator import SimulatorCore
-    from tidings.providers.simulator.adapter import InProcessSimulatorAdapter
+    from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
 
     adapter = InProcessSimulatorAdapter(SimulatorCore())
     with engine(dsn, 2) as t:

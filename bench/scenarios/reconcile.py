@@ -26,7 +26,7 @@ from tidings.dispatch.runner import Worker
 from tidings.dispatch.steps import WorkerConfig
 from tidings.providers.messages import WebhookRequest
 from tidings.providers.simulator import SimulatorCore
-from tidings.providers.simulator.adapter import InProcessSimulatorAdapter
+from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
 
 TITLE = "5. Reconciliation"
 CHECK_BATCH = 100

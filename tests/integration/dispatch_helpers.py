@@ -8,8 +8,8 @@ from tidings import ManualClock, Tidings
 from tidings.dispatch.runner import Worker
 from tidings.dispatch.steps import WorkerConfig
 from tidings.providers.outcomes import SendResult
-from tidings.providers.simulator.adapter import InProcessSimulatorAdapter
 from tidings.providers.simulator.core import SimulatorCore
+from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
 
 OFFER_BODY = "A spot opened in {{ class_name }}. Reply by {{ deadline }} to claim it."
 

@@ -11,8 +11,9 @@ import pytest
 from tidings import ManualClock, Tidings
 from tidings.providers.messages import WebhookRequest
 from tidings.providers.outcomes import Observation
-from tidings.providers.simulator.adapter import InProcessSimulatorAdapter, SimulatorAdapter
+from tidings.providers.simulator.adapter import SimulatorAdapter
 from tidings.providers.simulator.core import SimulatorCore
+from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
 from tidings.providers.simulator.receipts import SIGNATURE_HEADER, render, sign
 
 from .api_support import (

@@ -11,8 +11,8 @@ import psycopg
 from tidings import Tidings
 from tidings.dispatch.runner import Worker
 from tidings.dispatch.steps import WorkerConfig
-from tidings.providers.simulator.adapter import InProcessSimulatorAdapter
 from tidings.providers.simulator.core import SimulatorCore
+from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
 
 from .conftest_helpers import make_tidings
 

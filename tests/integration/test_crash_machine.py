@@ -35,7 +35,7 @@ from tidings.dispatch.call_start import Verdict
 from tidings.dispatch.message import TemplateCache, prepare
 from tidings.dispatch.observe import apply_observation
 from tidings.policies import builtin_document
-from tidings.providers.simulator.adapter import InProcessSimulatorAdapter
+from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
 
 from .conftest_helpers import make_tidings
 from .dispatch_helpers import simulator, worker

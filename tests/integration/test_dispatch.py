@@ -15,8 +15,8 @@ from tidings.dispatch.observe import apply_observation
 from tidings.dispatch.runner import Worker
 from tidings.domain.keys import attempt_key
 from tidings.observability.process_metrics import PROCESS_REGISTRY
-from tidings.providers.simulator.adapter import InProcessSimulatorAdapter
 from tidings.providers.simulator.core import SimulatorCore
+from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
 
 from .dispatch_helpers import (
     offer,

@@ -18,7 +18,7 @@ from tidings.dispatch.minting import HttpMinter, MintScope
 from tidings.platform.signing import SIGNATURE_HEADER, verify_signature
 from tidings.providers.messages import OutboundMessage
 from tidings.providers.outcomes import SendResult
-from tidings.providers.simulator.adapter import InProcessSimulatorAdapter
+from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
 
 from .dispatch_helpers import simulator, worker
 from .test_jobs import reset_job

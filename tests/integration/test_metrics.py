@@ -17,10 +17,10 @@ import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.integration.observability_helpers import evaluate_alerts, render_metrics
 from tidings import IntentState, ManualClock, Tidings
-from tidings.observability.alerts import evaluate_alerts, sync_alerts
+from tidings.observability.alerts import sync_alerts
 from tidings.observability.alerts.config import AlertConfig, Objective
-from tidings.observability.metrics import render_metrics
 from tidings.observability.process_metrics import record_provider_call
 
 from .dispatch_helpers import offer, publish_offer_template, simulator, worker

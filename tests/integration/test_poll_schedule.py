@@ -9,7 +9,7 @@ from typing import Any
 from tidings import IntentState, ManualClock, Tidings
 from tidings.policies import builtin_document
 from tidings.providers.outcomes import Observation
-from tidings.providers.simulator.adapter import InProcessSimulatorAdapter
+from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
 
 from .dispatch_helpers import offer, publish_offer_template, simulator, worker
 

@@ -24,7 +24,7 @@ from tidings.dispatch.observe import apply_observation
 from tidings.domain.keys import attempt_key
 from tidings.observability.process_metrics import PROCESS_REGISTRY
 from tidings.policies import builtin_document
-from tidings.providers.simulator.adapter import InProcessSimulatorAdapter
+from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
 from tidings.providers.simulator.profiles import PROFILES
 
 from .dispatch_helpers import offer, publish_offer_template, sends, simulator, worker

@@ -13,15 +13,14 @@ import copy
 import re
 from typing import Any
 
+from tests.integration.observability_helpers import evaluate_alerts, render_metrics
 from tidings import IntentState, ManualClock, Tidings
 from tidings.dispatch.runner import Worker
 from tidings.dispatch.steps import WorkerConfig
-from tidings.observability.alerts import evaluate_alerts
 from tidings.observability.alerts.config import AlertConfig
-from tidings.observability.metrics import render_metrics
 from tidings.policies import builtin_document
-from tidings.providers.simulator.adapter import InProcessSimulatorAdapter
 from tidings.providers.simulator.core import SimulatorCore
+from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
 
 from .dispatch_helpers import offer, publish_offer_template, sends, simulator
 

@@ -22,7 +22,7 @@ from tidings import IntentState, ManualClock, Tidings
 from tidings.dispatch.observe import apply_observation
 from tidings.domain import ids
 from tidings.domain.states import TERMINAL_INTENT
-from tidings.providers.simulator.adapter import InProcessSimulatorAdapter
+from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
 
 from .conftest_helpers import make_tidings
 from .dispatch_helpers import offer, publish_offer_template, simulator, worker

@@ -15,16 +15,16 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.integration.observability_helpers import evaluate_alerts
 from tidings import IntentState, ManualClock, Tidings
 from tidings.domain.policy_document import PolicyError, parse_policy
 from tidings.domain.schedules import DEFAULT_MAX_FAILURES, DEFAULT_MAX_PENDING_SECONDS
-from tidings.observability.alerts import evaluate_alerts
 from tidings.observability.alerts.config import AlertConfig
 from tidings.policies import builtin_document
 from tidings.providers.errors import ProviderConfigError
 from tidings.providers.messages import OutboundMessage
 from tidings.providers.outcomes import SendResult
-from tidings.providers.simulator.adapter import InProcessSimulatorAdapter
+from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
 
 from .dispatch_helpers import offer, publish_offer_template, sends, simulator, worker
 

@@ -12,10 +12,9 @@ import copy
 import re
 from typing import Any
 
+from tests.integration.observability_helpers import evaluate_alerts, render_metrics
 from tidings import IntentState, ManualClock, Tidings
-from tidings.observability.alerts import evaluate_alerts
 from tidings.observability.alerts.config import AlertConfig, Objective
-from tidings.observability.metrics import render_metrics
 from tidings.policies import builtin_document
 
 from .dispatch_helpers import offer, publish_offer_template, simulator, worker

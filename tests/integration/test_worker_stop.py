@@ -15,7 +15,7 @@ from tidings.dispatch.record import record_released
 from tidings.dispatch.runner import Worker
 from tidings.dispatch.steps import WorkerConfig
 from tidings.providers.outcomes import SendResult
-from tidings.providers.simulator.adapter import InProcessSimulatorAdapter
+from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
 
 from .dispatch_helpers import offer, publish_offer_template, sends, simulator, worker
 

@@ -39,11 +39,11 @@ import pytest
 from harness.processes import ledger, simulator, start_api, start_worker, wait_http, wait_until
 
 from tests.conftest import TEST_SECRET, clone_database, drop_database, with_example_policy
+from tests.integration.observability_helpers import evaluate_alerts
 from tests.profile_matrix import CHANNEL, finds_lost_answers, proves_absence, reports_delivery
 from tidings import Tidings
 from tidings.cli.devstack import free_port
 from tidings.domain.keys import attempt_key
-from tidings.observability.alerts import evaluate_alerts
 from tidings.policies import builtin_document
 
 # Up to nine profiles' processes settle at once, beside the other CI pass and

@@ -19,7 +19,8 @@ from tidings.providers.messages import AttachmentRef, OutboundMessage, WebhookRe
 from tidings.providers.outcomes import Accepted, Indeterminate, RejectCode, Retryable
 from tidings.providers.registry import create, registered
 from tidings.providers.simulator import DEFAULT_WEBHOOK_SECRET, SimulatorConfig, SimulatorCore
-from tidings.providers.simulator.adapter import InProcessSimulatorAdapter, SimulatorAdapter
+from tidings.providers.simulator.adapter import SimulatorAdapter
+from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
 from tidings.providers.simulator.receipts import render, sign
 
 # Receipts an hour away: statuses stay "accepted" until a test settles them.

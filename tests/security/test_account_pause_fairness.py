@@ -24,11 +24,10 @@ from tests.integration.dispatch_helpers import (
     simulator,
     worker,
 )
+from tests.integration.observability_helpers import evaluate_alerts, render_metrics
 from tidings import IntentState, ManualClock, Tidings
 from tidings.domain.breaker import SHARED_MAX_SECONDS
-from tidings.observability.alerts import evaluate_alerts
 from tidings.observability.alerts.config import AlertConfig
-from tidings.observability.metrics import render_metrics
 
 THROTTLED = "+14155550429"  # the simulator's magic number: always a 429
 PAUSED = re.compile(r"^tidings_provider_paused_seconds\{([^}]*)\} (\S+)$", re.M)

@@ -30,7 +30,8 @@ from tidings.api.settings import ApiSettings
 from tidings.dispatch.runner import Worker
 from tidings.dispatch.steps import WorkerConfig
 from tidings.providers.outcomes import SendResult
-from tidings.providers.simulator.adapter import InProcessSimulatorAdapter, SimulatorAdapter
+from tidings.providers.simulator.adapter import SimulatorAdapter
+from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
 from tidings.providers.simulator.receipts import render
 
 SECRET = "inbound-secret-0123456789"

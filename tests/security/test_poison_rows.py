@@ -27,10 +27,9 @@ from tests.conftest import TEST_SECRET, publish_example_policy
 from tests.integration.api_support import auth, intent_body, new_key, publish_offer
 from tests.integration.dispatch_helpers import offer, publish_offer_template, sends, simulator
 from tests.integration.dispatch_helpers import worker as make_worker
+from tests.integration.observability_helpers import evaluate_alerts, render_metrics
 from tidings import ManualClock, Tidings
 from tidings.cli.devstack import free_port
-from tidings.observability.alerts import evaluate_alerts
-from tidings.observability.metrics import render_metrics
 from tidings.store.queries import q
 
 HOSTILE, VICTIM = "hostile", "victim"

@@ -30,11 +30,11 @@ from tests.integration.api_support import (
     new_key,
     publish_offer,
 )
+from tests.integration.observability_helpers import evaluate_alerts
 from tidings import Tidings
 from tidings.domain import policy_bounds
 from tidings.domain.errors import InvalidInput, PolicyUnreadable
 from tidings.domain.policy_document import PolicyError, parse_policy
-from tidings.observability.alerts import evaluate_alerts
 from tidings.policies import builtin_document
 from tidings.store import migrate as migrations
 from tidings.store import policies as policy_store

@@ -34,6 +34,7 @@ from harness.processes import simulator as simulator_process
 from tests.conftest import TEST_SECRET, publish_example_policy
 from tests.integration.dispatch_helpers import offer, publish_offer_template, simulator
 from tests.integration.dispatch_helpers import worker as make_worker
+from tests.integration.observability_helpers import evaluate_alerts
 from tests.security.webhook_receivers import (
     ALLOW_PRIVATE,
     SECRET,
@@ -45,7 +46,6 @@ from tests.security.webhook_receivers import (
 from tidings import IntentState, ManualClock, Tidings
 from tidings.dispatch.record import Sent, record_results
 from tidings.dispatch.retention import purge
-from tidings.observability.alerts import evaluate_alerts
 from tidings.policies import builtin_document
 from tidings.providers.outcomes import Accepted
 

@@ -16,25 +16,12 @@ from pathlib import Path
 import pytest
 
 import tidings
+from tidings.docs_gen.layers import LAYERS
 
 SOURCE = Path(tidings.__file__).parent
 
-# Lowest first. A layer is one folder, or folders side by side that may not
-# import each other (the client and the workers both stand on the runtime;
-# neither needs the other). The two top-level modules are named as parts of
-# their own: the package's public names and the runtime.
-LAYERS: tuple[tuple[tuple[str, tuple[str, ...]], ...], ...] = (
-    (("domain", ("domain", "policies")),),
-    (("templates", ("templates",)),),
-    (("platform", ("platform",)),),
-    (("providers", ("providers",)),),
-    (("store", ("store",)),),
-    (("jobs", ("jobs",)), ("intake", ("intake",))),
-    (("runtime", ("runtime",)),),
-    (("client", ("client", "__init__")), ("workers", ("dispatch", "observability", "console"))),
-    (("api", ("api",)),),
-    (("applications", ("cli", "demo", "docs_gen", "replay")),),
-)
+# The layers are defined once, beside the generator that draws them in
+# docs/architecture.md.
 PART = {
     folder: (rank, name)
     for rank, parts in enumerate(LAYERS)
@@ -48,7 +35,9 @@ def part_of(module: str) -> tuple[int, str]:
     """The rank and part of `module` ("dispatch.steps", "client.jobs"): its folder's."""
     folder = module.split(".")[0]
     if folder not in PART:
-        raise LookupError(f"tidings.{module} has no layer: add it to LAYERS in {__file__}")
+        raise LookupError(
+            f"tidings.{module} has no layer: add it to LAYERS in src/tidings/docs_gen/layers.py"
+        )
     return PART[folder]
 
 

@@ -21,7 +21,6 @@ from tidings.domain.schedules import (
     next_window_start,
     nominal_interval,
     nominal_offset,
-    poll_schedule_times,
     retry_delay,
     seconds_until,
 )
@@ -31,6 +30,17 @@ NEW_YORK = ZoneInfo("America/New_York")
 HONOLULU = ZoneInfo("Pacific/Honolulu")
 DAY = SendWindow(time(8), time(21))
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+
+
+def poll_schedule_times(
+    schedule: PollSchedule, accepted_at: datetime, rng: random.Random
+) -> list[datetime]:
+    """Every check of one send, by asking for the next until there is none."""
+    times: list[datetime] = []
+    while (at := next_check_at(schedule, accepted_at, len(times), rng)) is not None:
+        times.append(at)
+    return times
+
 
 schedules = st.builds(
     PollSchedule,

@@ -17,6 +17,11 @@ from tidings.domain.segments import (
     units_of,
 )
 
+
+def parts_of(text: str) -> tuple[str, ...]:
+    return split_parts(text, encoding_of(text))
+
+
 GSM_CHARS = sorted(GSM7_BASIC | GSM7_EXTENSION)
 gsm_text = st.text(alphabet=st.sampled_from(GSM_CHARS), max_size=700)
 any_text = st.text(max_size=400)
@@ -76,7 +81,7 @@ def test_surrogate_pair_at_67_boundary_moves_to_next_part() -> None:
 
 
 def test_split_parts_keeps_emoji_whole() -> None:
-    parts = split_parts("a" * 66 + "😀" + "a" * 66)
+    parts = parts_of("a" * 66 + "😀" + "a" * 66)
     assert parts[1].startswith("😀")
 
 
@@ -112,7 +117,7 @@ def test_ucs2_units_are_utf16_code_units(text: str) -> None:
 @given(mixed_text)
 def test_parts_rejoin_and_sum_to_total(text: str) -> None:
     count = count_segments(text)
-    assert "".join(split_parts(text)) == text
+    assert "".join(parts_of(text)) == text
     assert sum(count.part_units) == count.units
     assert len(count.part_units) == count.segments
 
@@ -130,7 +135,7 @@ def test_pairs_are_never_split(text: str) -> None:
     # Parts hold whole characters, and each part's units are exactly the
     # sum of its characters' costs: no pair is counted across a boundary.
     count = count_segments(text)
-    for piece, units in zip(split_parts(text), count.part_units, strict=True):
+    for piece, units in zip(parts_of(text), count.part_units, strict=True):
         assert units == sum(unit_cost(ch, count.encoding) for ch in piece)
         assert not (piece and "\udc00" <= piece[0] <= "\udfff")
 

@@ -1,4 +1,4 @@
-"""`python -m tidings.docs_gen state-diagram|openapi`."""
+"""`python -m tidings.docs_gen state-diagram|layers|openapi`."""
 
 import sys
 

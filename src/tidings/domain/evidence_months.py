@@ -12,7 +12,6 @@ dropped whole once every intent in it is past its retention clock
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -22,8 +21,6 @@ from datetime import UTC, date, datetime, timedelta
 ATTEMPT_EVIDENCE = ("attempts", "transitions", "events")
 OBSERVATIONS = ("observations",)
 TABLES = ATTEMPT_EVIDENCE + OBSERVATIONS
-
-_NAME = re.compile(r"^[a-z_]+_(\d{4})_(\d{2})$")
 
 
 @dataclass(frozen=True, order=True)
@@ -100,11 +97,6 @@ def months(first: Month, last: Month) -> list[Month]:
         found.append(month)
         month = month.next()
     return found
-
-
-def month_of_partition(name: str) -> Month | None:
-    match = _NAME.match(name)
-    return Month(int(match[1]), int(match[2])) if match else None
 
 
 def overdue(month: Month, clock_days: int, now: datetime) -> bool:

@@ -203,15 +203,6 @@ def next_check_at(
     return min(at, deadline)
 
 
-def poll_schedule_times(
-    schedule: PollSchedule, accepted_at: datetime, rng: random.Random
-) -> list[datetime]:
-    times: list[datetime] = []
-    while (at := next_check_at(schedule, accepted_at, len(times), rng)) is not None:
-        times.append(at)
-    return times
-
-
 # --- retry after a transient provider failure -------------------------------
 
 

@@ -78,12 +78,8 @@ def units_of(text: str, encoding: Encoding) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def split_parts(text: str) -> tuple[str, ...]:
+def split_parts(text: str, encoding: Encoding) -> tuple[str, ...]:
     """The texts of each part, as a carrier would cut them."""
-    return _split(text, encoding_of(text))
-
-
-def _split(text: str, encoding: Encoding) -> tuple[str, ...]:
     single, part = (GSM7_SINGLE, GSM7_PART) if encoding == "GSM-7" else (UCS2_SINGLE, UCS2_PART)
     if units_of(text, encoding) <= single:
         return (text,)
@@ -109,5 +105,5 @@ def _pack(text: str, encoding: Encoding, capacity: int) -> tuple[str, ...]:
 
 def count_segments(text: str) -> SegmentCount:
     encoding = encoding_of(text)
-    part_units = tuple(units_of(p, encoding) for p in _split(text, encoding))
+    part_units = tuple(units_of(p, encoding) for p in split_parts(text, encoding))
     return SegmentCount(encoding, sum(part_units), len(part_units), part_units)

@@ -17,15 +17,13 @@ Every series carries a `tenant` label: one scrape covers every tenant.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 import psycopg
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
-from prometheus_client import generate_latest as _generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client import start_http_server as _start_http_server
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -342,19 +340,11 @@ class _ProcessLocal(Collector):
         return []
 
 
-def _ledger_registry(runtime: Runtime) -> CollectorRegistry:
+def ledger_registry(runtime: Runtime) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(LedgerCollector(runtime))
     registry.register(_ProcessLocal())
     return registry
-
-
-def render_metrics(runtime: Runtime) -> tuple[bytes, str]:
-    """The Prometheus text: ledger rows plus this process."""
-    started = time.perf_counter()
-    body = _generate_latest(_ledger_registry(runtime))
-    log.debug("metrics rendered in %.3fs", time.perf_counter() - started)
-    return body, CONTENT_TYPE_LATEST
 
 
 def serve_ledger_metrics(runtime: Runtime, port: int, addr: str = "127.0.0.1") -> WSGIServer:
@@ -365,5 +355,5 @@ def serve_ledger_metrics(runtime: Runtime, port: int, addr: str = "127.0.0.1") -
     own lets the operator keep it on the internal network where Prometheus
     scrapes. Returns the server so a caller can `shutdown()` it.
     """
-    server, _ = _start_http_server(port, addr=addr, registry=_ledger_registry(runtime))
+    server, _ = _start_http_server(port, addr=addr, registry=ledger_registry(runtime))
     return server

@@ -93,10 +93,6 @@ class ResolverPool:
         future.add_done_callback(lambda _: self._finished(tenant))
         return future
 
-    def under_way(self, tenant: str) -> int:
-        with self._lock:
-            return self._under_way[tenant]
-
     def _finished(self, tenant: str) -> None:
         with self._lock:
             self._under_way[tenant] -= 1

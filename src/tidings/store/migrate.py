@@ -92,9 +92,3 @@ def _apply_if_pending(conn: psycopg.Connection[Any], migration: Migration) -> bo
         (migration.version, migration.name, migration.checksum),
     )
     return True
-
-
-def current_version(url: str) -> int:
-    with psycopg.connect(url) as conn:
-        row = conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
-        return int(row[0]) if row else 0

@@ -162,10 +162,6 @@ class TemplateRevision:
         """The content the hash covers, in canonical form."""
         return canonical_content(self)
 
-    @property
-    def normalized_locale(self) -> str:
-        return normalize_locale(self.locale)
-
 
 def canonical_content(rev: TemplateRevision) -> dict[str, Any]:
     # dispatch_variables only when declared, so every revision stored before

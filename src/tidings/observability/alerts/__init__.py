@@ -73,12 +73,6 @@ ROUND_SCOPE = "alerts"  # the periodic evaluation's row in alert_rounds
 ROUND_SPACING = 20.0
 
 
-def evaluate_alerts(db: Database, now: datetime, config: AlertConfig | None = None) -> list[Alert]:
-    """Every condition that holds now, across all tenants (nothing is stored)."""
-    with db.transaction() as conn:
-        return every_condition(conn, now, config or AlertConfig.from_env())
-
-
 def every_condition(conn: Conn, now: datetime, config: AlertConfig) -> list[Alert]:
     return [*evaluate(conn, now, config), *evaluate_retries(conn, now, config)]
 

@@ -1,7 +1,7 @@
 """The alert conditions, evaluated from ledger rows (nothing is stored here).
 
 Each condition is about the ledger, never about a batch finishing; see
-`observability/alerts.py` for the list and what a page must say.
+`observability/alerts/__init__.py` for the list and what a page must say.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
     run("127.0.0.1", 8099, seed=7, webhook_url="http://127.0.0.1:8000/v1/webhooks/simulator")
 
 In-process (no HTTP, zero latency): `SimulatorCore()` plus
-`tidings.providers.simulator.adapter.InProcessSimulatorAdapter(core)`.
+`tidings.providers.simulator.in_process.InProcessSimulatorAdapter(core)`.
 Magic destinations are documented in `magic.py`.
 """
 
