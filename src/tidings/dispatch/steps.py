@@ -55,8 +55,8 @@ from tidings.providers.accounts import Factory, ProviderAccounts, from_environme
 from tidings.providers.base import ProviderAdapter
 from tidings.providers.outcomes import RejectCode, Retryable
 from tidings.runtime import Runtime
+from tidings.store import ledger
 from tidings.store.attempts import AttemptRef, CallMark, MarkResult, mark_calls_started
-from tidings.store.database import execute
 from tidings.store.isolation import UNREADABLE
 
 log = logging.getLogger("tidings.worker")
@@ -389,15 +389,11 @@ class WorkerSteps:
         if not ids:
             return 0
         with self.runtime.db.transaction() as conn:
-            return execute(
+            return ledger.heartbeat(
                 conn,
-                "heartbeat",
-                {
-                    "owner": self.owner,
-                    "ids": ids,
-                    "lease_expires_at": self.runtime.clock.now()
-                    + timedelta(seconds=self.config.lease_seconds),
-                },
+                self.owner,
+                ids,
+                self.runtime.clock.now() + timedelta(seconds=self.config.lease_seconds),
             )
 
 

@@ -40,8 +40,7 @@ from tidings.jobs.request import AudienceMember, JobRequest
 from tidings.platform.logging import job_context, log_context
 from tidings.platform.vault import Vault
 from tidings.providers.template_ids import ensure_template_ids
-from tidings.store import policies, templates
-from tidings.store.database import fetch_all, fetch_one
+from tidings.store import jobs, policies, reports, templates
 
 Conn = psycopg.Connection[Any]
 log = logging.getLogger("tidings.jobs")
@@ -111,7 +110,7 @@ def _create(
     if existing is not None:
         return _replayed(existing, request_hash), False
     params = _job_params(conn, tenant, request, len(rows), version, request_hash, now, actor, needs)
-    job = fetch_one(conn, "insert_job", params)
+    job = jobs.insert(conn, params)
     if job is None:  # a concurrent create with the same key won
         return _replayed(_must(_by_key(conn, tenant, request)), request_hash), False
     _store_destinations(conn, tenant, request.audience, rows, vault, now)
@@ -168,7 +167,7 @@ def _from_upload(
     params = _job_params(
         conn, tenant, request, upload["size"], upload["version"], request_hash, now, actor, needs
     )
-    job = fetch_one(conn, "insert_job", params)
+    job = jobs.insert(conn, params)
     if job is None:  # a concurrent create with the same key won
         return _replayed(_must(_by_key(conn, tenant, request)), request_hash), False
     uploads.freeze_into(conn, tenant, upload_id, job["id"], now)
@@ -176,9 +175,7 @@ def _from_upload(
 
 
 def _by_key(conn: Conn, tenant: str, request: JobRequest) -> dict[str, Any] | None:
-    return fetch_one(
-        conn, "job_by_key", {"tenant_id": tenant, "idempotency_key": request.idempotency_key}
-    )
+    return jobs.by_key(conn, tenant, request.idempotency_key)
 
 
 def _must(job: dict[str, Any] | None) -> dict[str, Any]:
@@ -220,11 +217,7 @@ def _job_params(
     if policy is None:
         raise PolicyMissing(POLICY_MISSING_HELP)
     if request.report is not None:
-        report = fetch_one(
-            conn,
-            "report_by_id",
-            {"tenant_id": tenant, "id": request.report[0], "revision": request.report[1]},
-        )
+        report = reports.by_id(conn, tenant, request.report[0], request.report[1])
         if report is None:
             raise InvalidInput(
                 "report", f"no report {request.report[0]} revision {request.report[1]}"
@@ -297,10 +290,7 @@ def _recipient_rows(
 def _contacts_for(conn: Conn, tenant: str, refs: list[str]) -> dict[str, dict[str, Any]]:
     if not refs:
         return {}
-    return {
-        r["ref"]: r
-        for r in fetch_all(conn, "contacts_by_refs", {"tenant_id": tenant, "refs": refs})
-    }
+    return {r["ref"]: r for r in jobs.contacts_by_refs(conn, tenant, refs)}
 
 
 def _request_hash(request: JobRequest, audience: str) -> str:

@@ -208,3 +208,56 @@ def _transition_params(
 def timeline(conn: Conn, tenant_id: str, intent_id: UUID) -> list[TimelineEntry]:
     rows = fetch_all(conn, "timeline", {"tenant_id": tenant_id, "id": intent_id})
     return [TimelineEntry(**r) for r in rows]
+
+
+def intake_context(
+    conn: Conn, tenant_id: str, name: str, channel: str, revision: int | None
+) -> list[Row]:
+    """The current policy and a template's candidates, in one round trip."""
+    return fetch_all(
+        conn,
+        "intake_context",
+        {"tenant_id": tenant_id, "name": name, "channel": channel, "revision": revision},
+    )
+
+
+def touch_status(conn: Conn, tenant_id: str, intent_id: UUID, at: datetime) -> None:
+    """Note when the intent's delivery status last changed."""
+    execute(conn, "touch_status", {"tenant_id": tenant_id, "id": intent_id, "at": at})
+
+
+def heartbeat(conn: Conn, owner: str, ids: Sequence[UUID], lease_expires_at: datetime) -> int:
+    """Extend the leases this owner still holds; returns how many it held."""
+    return execute(
+        conn,
+        "heartbeat",
+        {"owner": owner, "ids": ids, "lease_expires_at": lease_expires_at},
+    )
+
+
+def quarantine_intent(
+    conn: Conn, tenant_id: str, intent_id: UUID, now: datetime, *, actor: str, error: str
+) -> Row | None:
+    """Park one claimable intent as failed/UNDECODABLE; None if it was not claimable."""
+    return fetch_one(
+        conn,
+        "quarantine_intent",
+        {"tenant_id": tenant_id, "id": intent_id, "now": now, "actor": actor, "error": error},
+    )
+
+
+def move_staged_intents(conn: Conn, excluded_inputs: Any) -> None:
+    """Insert a job page's intents from `staged_intents`, with their transitions
+    and events (the decision inputs of the excluded ones as one JSON value)."""
+    fetch_one(conn, "move_staged_intents", {"inputs": excluded_inputs})
+
+
+def store_upload_destinations(
+    conn: Conn, tenant_id: str, upload_id: UUID, job_id: UUID, now: datetime
+) -> None:
+    """An audience upload's sealed destinations, kept for the job it becomes."""
+    execute(
+        conn,
+        "store_upload_destinations",
+        {"tenant_id": tenant_id, "id": upload_id, "job_id": job_id, "now": now},
+    )
