@@ -98,7 +98,7 @@ def quarantine_sending(
     conn: Conn, tenant_id: str, intent_id: UUID, now: datetime, error: BaseException, actor: str
 ) -> bool:
     """Park a `sending` intent the sweeper cannot recover as `unknown`
-    (quarantine.sql says why); False if it was no longer `sending`."""
+    (attempts.sql says why); False if it was no longer `sending`."""
     code = code_for(error)
     params = {
         "tenant_id": tenant_id,

@@ -75,7 +75,7 @@ class Insert:
 
 def create_intent(conn: Conn, values: Mapping[str, Any]) -> Insert:
     """Insert the intent and its creation audit, only if `policy_version`
-    and `newest_revision` are still current (intents.sql explains)."""
+    and `newest_revision` are still current (ledger.sql explains)."""
     row = fetch_one(conn, "create_intent", values)
     assert row is not None  # the statement always answers one row
     created = Intent.from_row(row) if row["id"] is not None else None
