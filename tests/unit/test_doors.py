@@ -4,11 +4,12 @@ through one store module.
 
 A query is named by its string (`fetch_one(conn, "attempt_settled", ...)`)
 from a module that runs queries (imports `fetch_one`, `fetch_all` or
-`execute` from tidings.store.database): a string constant elsewhere that
+`execute` from tidings.store.database, or `q` from tidings.store.queries,
+for a COPY or a scratch table): a string constant elsewhere that
 happens to equal a query name (the "suppress" action of domain/policy.py)
 names nothing. The tables a query writes are read from its SQL with
-PostgreSQL's own parser (pglast): the targets of INSERT, UPDATE and DELETE,
-in common table expressions too.
+PostgreSQL's own parser (pglast): the targets of INSERT, UPDATE, DELETE and
+COPY FROM, in common table expressions and the schema's functions too.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from tidings.store.queries import _parse, all_queries
 SRC = Path(tidings.__file__).parent
 STORE = SRC / "store"
 QUERY_FILES = STORE / "sql" / "queries"
-RUNNERS = {"fetch_one", "fetch_all", "execute"}
+RUNNERS = {"tidings.store.database": {"fetch_one", "fetch_all", "execute"}}
+RUNNERS["tidings.store.queries"] = {"q", "all_queries"}
 
 # Each table that holds state, and the one store module that writes it.
 DOORS = {
@@ -151,6 +153,8 @@ def _targets(sql: str) -> dict[str, set[str]]:
             kind = kinds.get(type(node))
             if kind is not None:
                 found.setdefault(kind, set()).add(node.relation.relname)  # type: ignore[attr-defined]
+            if isinstance(node, sql_ast.CopyStmt) and node.is_from:
+                found.setdefault("copy", set()).add(node.relation.relname)
             if isinstance(node, sql_ast.FuncCall):
                 called = node.funcname[-1].sval
                 for how, tables in _function_targets().get(called, {}).items():
@@ -159,10 +163,24 @@ def _targets(sql: str) -> dict[str, set[str]]:
 
 
 @cache
+def _scratch_tables() -> set[str]:
+    """Temporary tables the queries create: rows pass through them in one
+    transaction on their way to a table of the schema."""
+    found = set()
+    for sql in all_queries().values():
+        for raw in pglast.parse_sql(_as_postgres(sql)):
+            stmt = raw.stmt
+            if isinstance(stmt, sql_ast.CreateStmt) and stmt.relation.relpersistence == "t":
+                found.add(stmt.relation.relname)
+    return found
+
+
+@cache
 def _writes() -> dict[str, set[str]]:
-    """Each query that writes, and the tables it writes."""
+    """Each query that writes a table of the schema, and the tables it writes."""
     written = {name: _targets(sql) for name, sql in all_queries().items()}
-    return {name: set().union(*how.values()) for name, how in written.items() if how}
+    tables = {name: set().union(*how.values()) - _scratch_tables() for name, how in written.items()}
+    return {name: found for name, found in tables.items() if found}
 
 
 @cache
@@ -178,8 +196,7 @@ def _stateful_tables() -> set[str]:
 def _runs_queries(tree: ast.Module) -> bool:
     return any(
         isinstance(node, ast.ImportFrom)
-        and node.module == "tidings.store.database"
-        and any(alias.name in RUNNERS for alias in node.names)
+        and any(alias.name in RUNNERS.get(node.module or "", set()) for alias in node.names)
         for node in ast.walk(tree)
     )
 
@@ -217,6 +234,9 @@ def test_the_parser_finds_the_known_writers() -> None:
     assert writes["heartbeat"] == {"intents"}
     assert "observations" in writes["purge_intents"]
     assert "claim_due" not in writes  # locks rows, writes none
+    assert writes["copy_job_recipients"] == {"job_recipients"}
+    assert writes["store_staged_destinations"] == {"destinations"}
+    assert {"staged_intents", "staged_destinations"} <= _scratch_tables()
     # through the schema's function purge_attempt_evidence_of
     assert {"attempts", "transitions", "events", "intents"} <= writes["purge_attempt_evidence"]
     assert len(writes) > 60

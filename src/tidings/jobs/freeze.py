@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -40,25 +40,10 @@ from tidings.jobs.request import AudienceMember, JobRequest
 from tidings.platform.logging import job_context, log_context
 from tidings.platform.vault import Vault
 from tidings.providers.template_ids import ensure_template_ids
-from tidings.store import jobs, policies, reports, templates
+from tidings.store import jobs, ledger, policies, reports, templates
 
 Conn = psycopg.Connection[Any]
 log = logging.getLogger("tidings.jobs")
-
-RECIPIENT_COLUMNS = (
-    "tenant_id",
-    "job_id",
-    "seq",
-    "recipient_ref",
-    "phone_hash",
-    "email_hash",
-    "phone_country",
-    "email_country",
-    "timezone",
-    "locale",
-    "preferences",
-    "variables",
-)
 
 
 def create_job(
@@ -327,54 +312,56 @@ def _store_destinations(
     now: datetime,
 ) -> None:
     """The audience's own destinations, under the references `rows` already hold."""
-    conn.execute("CREATE TEMP TABLE staged_destinations (LIKE destinations) ON COMMIT DROP")
-    with conn.cursor().copy(
-        "COPY staged_destinations (tenant_id, destination_hash, channel, ciphertext, country,"
-        " created_at) FROM STDIN"
-    ) as copy:
-        for member, (_, phone_hash, email_hash, *_rest) in zip(audience, rows, strict=True):
-            if member.phone:
-                sealed = vault.encrypt(member.phone)
-                copy.write_row((tenant, phone_hash, "sms", sealed, member.phone_country, now))
-            if member.email:
-                sealed = vault.encrypt(member.email)
-                copy.write_row((tenant, email_hash, "email", sealed, None, now))
-    conn.execute(
-        "INSERT INTO destinations SELECT DISTINCT ON (tenant_id, destination_hash) *"
-        " FROM staged_destinations ON CONFLICT (tenant_id, destination_hash) DO NOTHING"
-    )
-    conn.execute("DROP TABLE staged_destinations")
+    ledger.store_job_destinations(conn, _sealed(tenant, audience, rows, vault, now))
+
+
+def _sealed(
+    tenant: str,
+    audience: Sequence[AudienceMember],
+    rows: Sequence[tuple[Any, ...]],
+    vault: Vault,
+    now: datetime,
+) -> Iterator[tuple[Any, ...]]:
+    # Encrypted as the COPY takes them: the audience is never held sealed whole.
+    for member, (_, phone_hash, email_hash, *_rest) in zip(audience, rows, strict=True):
+        if member.phone:
+            sealed = vault.encrypt(member.phone)
+            yield (tenant, phone_hash, "sms", sealed, member.phone_country, now)
+        if member.email:
+            sealed = vault.encrypt(member.email)
+            yield (tenant, email_hash, "email", sealed, None, now)
 
 
 def _copy_recipients(conn: Conn, tenant: str, job_id: Any, rows: Sequence[tuple[Any, ...]]) -> None:
-    with conn.cursor().copy(
-        f"COPY job_recipients ({', '.join(RECIPIENT_COLUMNS)}) FROM STDIN"
-    ) as copy:
-        for (
-            ref,
-            phone_hash,
-            email_hash,
-            phone_cc,
-            email_cc,
-            tz,
-            locale,
-            prefs,
-            variables,
-            seq,
-        ) in rows:
-            copy.write_row(
-                (
-                    tenant,
-                    job_id,
-                    seq,
-                    ref,
-                    phone_hash,
-                    email_hash,
-                    phone_cc,
-                    email_cc,
-                    tz,
-                    locale,
-                    prefs,
-                    Jsonb(variables),
-                )
+    # Reordered into the columns of copy_job_recipients (jobs.sql).
+    jobs.copy_recipients(
+        conn,
+        (
+            (
+                tenant,
+                job_id,
+                seq,
+                ref,
+                phone_hash,
+                email_hash,
+                phone_cc,
+                email_cc,
+                tz,
+                locale,
+                prefs,
+                Jsonb(variables),
             )
+            for (
+                ref,
+                phone_hash,
+                email_hash,
+                phone_cc,
+                email_cc,
+                tz,
+                locale,
+                prefs,
+                variables,
+                seq,
+            ) in rows
+        ),
+    )

@@ -129,7 +129,6 @@ def prepare_page(conn: Conn, job: Mapping[str, Any], after: int, now: datetime) 
     policy = policies.by_version(conn, job["tenant_id"], job["policy_version"])
     facts = _page_facts(conn, job["tenant_id"], rows)
     staged = [i for r in rows for i in _intents_for(job, r, policy, facts, now)]
-    _stage(conn, staged)
     # An exclusion's decision inputs ride along as one JSON parameter: few
     # rows of a page have them, so they need no table of their own.
     excluded = [
@@ -137,8 +136,7 @@ def prepare_page(conn: Conn, job: Mapping[str, Any], after: int, now: datetime) 
         for s in staged
         if s.inputs is not None
     ]
-    ledger.move_staged_intents(conn, Jsonb(excluded))
-    conn.execute("DROP TABLE staged_intents")
+    ledger.insert_job_page(conn, (s.row for s in staged), Jsonb(excluded))
     last = rows[-1]["seq"]
     jobs.progress(conn, job["tenant_id"], job["id"], last, now)
     jobs.notify_due_channels(conn, job["channels"])
@@ -279,14 +277,3 @@ def _key(job: Mapping[str, Any], ref: str, channel: str) -> str:
 class Staged:
     row: tuple[Any, ...]  # in INTENT_COLUMNS order
     inputs: dict[str, Any] | None  # an exclusion's decision inputs
-
-
-def _stage(conn: Conn, staged: list[Staged]) -> None:
-    conn.execute(
-        "CREATE TEMP TABLE staged_intents (LIKE intents INCLUDING DEFAULTS) ON COMMIT DROP"
-    )
-    with conn.cursor().copy(
-        f"COPY staged_intents ({', '.join(INTENT_COLUMNS)}) FROM STDIN"
-    ) as copy:
-        for item in staged:
-            copy.write_row(item.row)

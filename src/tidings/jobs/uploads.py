@@ -48,22 +48,6 @@ UPLOAD_TTL = timedelta(hours=24)
 # (invariant 11). Used and expired uploads do not count.
 MAX_PENDING_UPLOADS = 10
 
-MEMBER_COLUMNS = (
-    "tenant_id",
-    "upload_id",
-    "seq",
-    "recipient_ref",
-    "phone_hash",
-    "phone_ciphertext",
-    "phone_country",
-    "email_hash",
-    "email_ciphertext",
-    "timezone",
-    "locale",
-    "preferences",
-    "variables",
-)
-
 
 class TooManyPendingUploads(Conflict):
     code = "TOO_MANY_PENDING_UPLOADS"
@@ -216,6 +200,7 @@ def _chunks(
 
 
 def _member_row(member: AudienceMember, vault: Vault) -> tuple[Any, ...]:
+    # The columns of copy_audience_upload_members after tenant, upload and seq.
     phone, email = member.phone, member.email
     return (
         member.ref,
@@ -240,8 +225,4 @@ def _canonical(row: tuple[Any, ...]) -> bytes:
 
 
 def _copy(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
-    with conn.cursor().copy(
-        f"COPY audience_upload_members ({', '.join(MEMBER_COLUMNS)}) FROM STDIN"
-    ) as copy:
-        for row in rows:
-            copy.write_row((*row[:-1], Jsonb(row[-1])))
+    audience_uploads.copy_members(conn, ((*row[:-1], Jsonb(row[-1])) for row in rows))

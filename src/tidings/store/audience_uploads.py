@@ -7,6 +7,7 @@ COPY (jobs/uploads.py); these are the statements around them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -14,6 +15,7 @@ from uuid import UUID
 import psycopg
 
 from tidings.store.database import Row, execute, fetch_one
+from tidings.store.queries import q
 
 Conn = psycopg.Connection[Any]
 
@@ -70,3 +72,10 @@ def consume(conn: Conn, tenant_id: str, upload_id: UUID, job_id: UUID, now: date
 
 def discard(conn: Conn, tenant_id: str, upload_id: UUID) -> None:
     execute(conn, "discard_audience_upload", {"tenant_id": tenant_id, "id": upload_id})
+
+
+def copy_members(conn: Conn, rows: Iterable[tuple[Any, ...]]) -> None:
+    """A chunk of an upload's members, in the columns of `copy_audience_upload_members`."""
+    with conn.cursor().copy(q("copy_audience_upload_members")) as copy:
+        for row in rows:
+            copy.write_row(row)

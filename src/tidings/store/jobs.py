@@ -7,7 +7,7 @@ upload (`freeze_upload_recipients`); the reads here page them into intents.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -15,6 +15,7 @@ from uuid import UUID
 import psycopg
 
 from tidings.store.database import Row, execute, fetch_all, fetch_one
+from tidings.store.queries import q
 
 Conn = psycopg.Connection[Any]
 
@@ -111,3 +112,10 @@ def recipient_states(conn: Conn, tenant_id: str, job_id: UUID, after: int, limit
         "job_recipient_states",
         {"tenant_id": tenant_id, "job_id": job_id, "after": after, "limit": limit},
     )
+
+
+def copy_recipients(conn: Conn, rows: Iterable[tuple[Any, ...]]) -> None:
+    """A job's frozen audience, in the columns of `copy_job_recipients`."""
+    with conn.cursor().copy(q("copy_job_recipients")) as copy:
+        for row in rows:
+            copy.write_row(row)

@@ -6,7 +6,7 @@ the caller's own transaction (the outbox), the API and the workers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,6 +19,7 @@ from tidings.domain.intent import Attempt, Intent, TimelineEntry
 from tidings.domain.states import IntentState, is_terminal
 from tidings.domain.transitions import Event, next_state
 from tidings.store.database import Row, execute, fetch_all, fetch_one, records
+from tidings.store.queries import q
 
 Conn = psycopg.Connection[Any]
 
@@ -246,10 +247,29 @@ def quarantine_intent(
     )
 
 
-def move_staged_intents(conn: Conn, excluded_inputs: Any) -> None:
-    """Insert a job page's intents from `staged_intents`, with their transitions
-    and events (the decision inputs of the excluded ones as one JSON value)."""
+def insert_job_page(conn: Conn, rows: Iterable[tuple[Any, ...]], excluded_inputs: Any) -> None:
+    """A job page's intents, with their transitions and events: COPYed into a
+    scratch table (rows in the columns of `copy_staged_intents`), then moved
+    in one statement; the decision inputs of the excluded ones ride along as
+    one JSON value."""
+    conn.execute(q("create_staged_intents"))
+    with conn.cursor().copy(q("copy_staged_intents")) as copy:
+        for row in rows:
+            copy.write_row(row)
     fetch_one(conn, "move_staged_intents", {"inputs": excluded_inputs})
+    conn.execute(q("drop_staged_intents"))
+
+
+def store_job_destinations(conn: Conn, rows: Iterable[tuple[Any, ...]]) -> None:
+    """A job's own sealed destinations, each stored once: COPYed into a scratch
+    table (rows in the columns of `copy_staged_destinations`), since COPY
+    cannot skip the ones already known, then inserted from it."""
+    conn.execute(q("create_staged_destinations"))
+    with conn.cursor().copy(q("copy_staged_destinations")) as copy:
+        for row in rows:
+            copy.write_row(row)
+    conn.execute(q("store_staged_destinations"))
+    conn.execute(q("drop_staged_destinations"))
 
 
 def store_upload_destinations(

@@ -45,3 +45,6 @@ WHERE tenant_id = %(tenant_id)s AND id = %(id)s;
 
 -- name: discard_audience_upload
 DELETE FROM audience_uploads WHERE tenant_id = %(tenant_id)s AND id = %(id)s;
+
+-- name: copy_audience_upload_members
+COPY audience_upload_members (tenant_id, upload_id, seq, recipient_ref, phone_hash, phone_ciphertext, phone_country, email_hash, email_ciphertext, timezone, locale, preferences, variables) FROM STDIN

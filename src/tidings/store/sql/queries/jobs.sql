@@ -117,3 +117,6 @@ LEFT JOIN contacts c
        ON c.tenant_id = m.tenant_id AND c.ref = m.recipient_ref
       AND m.phone_hash IS NULL AND m.email_hash IS NULL
 WHERE m.tenant_id = %(tenant_id)s AND m.upload_id = %(id)s;
+
+-- name: copy_job_recipients
+COPY job_recipients (tenant_id, job_id, seq, recipient_ref, phone_hash, email_hash, phone_country, email_country, timezone, locale, preferences, variables) FROM STDIN

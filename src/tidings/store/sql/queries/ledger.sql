@@ -349,3 +349,24 @@ FROM (
     WHERE tenant_id = %(tenant_id)s AND upload_id = %(id)s AND email_hash IS NOT NULL
 ) staged
 ON CONFLICT (tenant_id, destination_hash) DO NOTHING;
+
+-- name: create_staged_destinations
+CREATE TEMP TABLE staged_destinations (LIKE destinations) ON COMMIT DROP
+
+-- name: copy_staged_destinations
+COPY staged_destinations (tenant_id, destination_hash, channel, ciphertext, country, created_at) FROM STDIN
+
+-- name: store_staged_destinations
+INSERT INTO destinations SELECT DISTINCT ON (tenant_id, destination_hash) * FROM staged_destinations ON CONFLICT (tenant_id, destination_hash) DO NOTHING
+
+-- name: drop_staged_destinations
+DROP TABLE staged_destinations
+
+-- name: create_staged_intents
+CREATE TEMP TABLE staged_intents (LIKE intents INCLUDING DEFAULTS) ON COMMIT DROP
+
+-- name: copy_staged_intents
+COPY staged_intents (tenant_id, id, idempotency_key, request_hash, channel, state, recipient_ref, destination_hash, country, timezone, locale, template_name, template_revision, variables, purpose, event_class, job_id, job_seq, policy_version, decision_code, resend_budget, expires_at, next_due_at, created_by, created_at, terminal_at, updated_at, report_id, report_revision) FROM STDIN
+
+-- name: drop_staged_intents
+DROP TABLE staged_intents
