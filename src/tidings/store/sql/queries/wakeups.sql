@@ -5,3 +5,6 @@
 -- notification queue's lock is held for as short a time as it can be.
 SELECT set_config('synchronous_commit', 'off', true), pg_notify('tidings_due', c)
 FROM unnest(%(channels)s::text[]) AS c;
+
+-- name: listen_for_due_work
+LISTEN tidings_due
