@@ -68,8 +68,8 @@ DOORS = {
     "alert_rounds": "store/alerts.py",
 }
 
-# Statements that write tables of more than one door belong to the module
-# that owns the statement, named here with the tables it writes besides its own.
+# Statements that write another door's table, each with its one owner, the
+# tables of other doors it writes, and why it cannot go through their door.
 SHARED_STATEMENTS = {
     # Leases found expired mid-send: the attempt is settled and its intent
     # moved in one statement, so neither can be seen without the other.
