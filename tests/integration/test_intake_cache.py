@@ -95,20 +95,17 @@ def statements() -> Iterator[Statements]:
 def after_read(hook: Callable[[], object], nth: int = 1) -> Any:
     """Patch the intake read so that `hook` runs right after its `nth` call
     returned: a publish committed between the refresh and the insert."""
-    from tidings.intake import create as intake
-
-    real = intake.fetch_all
+    real = ledger.intake_context
     calls = {"n": 0}
 
-    def reading(conn: Any, name: str, params: Any) -> Any:
-        rows = real(conn, name, params)
-        if name == "intake_context":
-            calls["n"] += 1
-            if calls["n"] == nth:
-                hook()
+    def reading(*args: Any, **kwargs: Any) -> Any:
+        rows = real(*args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] == nth:
+            hook()
         return rows
 
-    return mock.patch.object(intake, "fetch_all", reading)
+    return mock.patch.object(ledger, "intake_context", reading)
 
 
 def test_a_warm_cache_issues_only_the_create(tidings: Tidings, statements: Statements) -> None:

@@ -20,29 +20,6 @@ SRC = Path(tidings.__file__).parent
 RUNNERS = frozenset({"fetch_one", "fetch_all", "execute", "q", "all_queries"})
 HELPER_MODULES = frozenset({"tidings.store.database", "tidings.store.queries"})
 
-# The worker side still names its queries until its writer doors land (issue
-# #35, "doors-write"). Only modules listed here may; empty it after the merge.
-NOT_YET_CONVERTED = frozenset(
-    {
-        "dispatch/allowance.py",
-        "dispatch/claim.py",
-        "dispatch/facts.py",
-        "dispatch/message.py",
-        "dispatch/observe.py",
-        "dispatch/quarantine.py",
-        "dispatch/reconcile.py",
-        "dispatch/retention.py",
-        "dispatch/retention_months.py",
-        "dispatch/steps.py",
-        "dispatch/sweep.py",
-        "intake/create.py",
-        "jobs/freeze.py",
-        "jobs/prepare.py",
-        "jobs/status.py",
-        "jobs/uploads.py",
-    }
-)
-
 
 def _callee(node: ast.Call) -> str | None:
     if isinstance(node.func, ast.Name):
@@ -82,16 +59,10 @@ def _outside_store() -> dict[str, list[str]]:
 
 
 def test_only_store_names_queries() -> None:
-    offenders = {m: used for m, used in _outside_store().items() if m not in NOT_YET_CONVERTED}
+    offenders = {m: used for m, used in _outside_store().items()}
     assert not offenders, "queries named outside store/:\n" + "\n".join(
         f"  {m}: {', '.join(used)}" for m, used in offenders.items()
     )
-
-
-def test_allowlist_holds_only_modules_that_still_name_queries() -> None:
-    # Keeps the list from outliving the conversion it waits for.
-    stale = NOT_YET_CONVERTED - set(_outside_store())
-    assert not stale, f"no longer name a query; remove from NOT_YET_CONVERTED: {sorted(stale)}"
 
 
 def test_the_check_sees_a_named_query_and_ignores_a_lookalike() -> None:

@@ -19,7 +19,7 @@ from tidings.domain.intent import Intent
 from tidings.domain.limit_keys import limit_keys
 from tidings.domain.limits import SPEND_SCOPE, LimitCheck, LimitKey, check
 from tidings.domain.policy_document import Policy
-from tidings.store.database import fetch_one
+from tidings.store import rate_counters
 
 Conn = psycopg.Connection[Any]
 
@@ -69,16 +69,12 @@ def consume(conn: Conn, tenant: str, keys: Sequence[LimitKey], now: datetime) ->
 def _take(conn: Conn, tenant: str, key: LimitKey, now: datetime) -> bool:
     if key.cost > key.limit:
         return False
-    row = fetch_one(
+    return rate_counters.take(
         conn,
-        "consume_allowance",
-        {
-            "tenant_id": tenant,
-            "scope": key.scope,
-            "key": key.key,
-            "window_start": key.window_start(now),
-            "cost": key.cost,
-            "limit": key.limit,
-        },
+        tenant,
+        scope=key.scope,
+        key=key.key,
+        window_start=key.window_start(now),
+        cost=key.cost,
+        limit=key.limit,
     )
-    return row is not None

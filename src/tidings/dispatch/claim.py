@@ -24,9 +24,8 @@ from tidings.domain.keys import attempt_key
 from tidings.domain.policy import dispatch_action, limit_decision
 from tidings.domain.policy_document import Policy
 from tidings.observability.process_metrics import record_rate_limit_wait
-from tidings.store import attempts, ledger, provider_pauses
+from tidings.store import attempts, claims, controls, ledger, provider_pauses
 from tidings.store.attempts import AttemptRef
-from tidings.store.database import fetch_all
 
 Conn = psycopg.Connection[Any]
 
@@ -64,19 +63,18 @@ def claim_batch(
     it is due (dispatch/quarantine.py claims an unreadable batch so)."""
     if provider_pauses.paused_until(conn, request.provider, now) is not None:
         return []  # the provider said "back off": every worker waits (dispatch/backoff.py)
-    params: dict[str, Any] = {
-        "channel": request.channel,
-        "now": now,
-        "limit": request.limit,
-        "account": request.provider,
-    }
+    channel, limit, account = request.channel, request.limit, request.provider
     if only is None:
-        rows = fetch_all(conn, "claim_due", params)
+        rows = claims.due(conn, channel=channel, now=now, limit=limit, account=account)
     else:
-        rows = fetch_all(conn, "claim_one", {**params, "tenant_id": only[0], "id": only[1]})
+        tenant_id, intent_id = only
+        rows = claims.one(
+            conn, tenant_id, intent_id, channel=channel, now=now, limit=limit, account=account
+        )
     intents = [Intent.from_row(r) for r in rows]
     by_id = {r["id"]: r for r in rows}
-    shadowed = _shadow_scopes(conn, {i.tenant_id for i in intents})
+    tenants = {i.tenant_id for i in intents}
+    shadowed = controls.shadow_scopes(conn, tenants) if tenants else set()
     moves = _Moves(conn, request, now)
     for intent in intents:
         if moves.started_for(intent):
@@ -223,13 +221,6 @@ def _start_attempt(
         intent, claim_event(ClaimVerdict.SEND), actor, move, {**detail, "attempt": n}
     )
     return _Start(step, n, attempt_key(intent.id, n), policy)
-
-
-def _shadow_scopes(conn: Conn, tenants: set[str]) -> set[tuple[str, str, str]]:
-    if not tenants:
-        return set()
-    rows = fetch_all(conn, "shadow_controls", {"tenants": sorted(tenants)})
-    return {(r["tenant_id"], r["channel"], r["country"]) for r in rows}
 
 
 def _covered(intent: Intent, scopes: set[tuple[str, str, str]]) -> bool:

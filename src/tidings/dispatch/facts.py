@@ -18,7 +18,6 @@ from tidings.domain.intent import Intent
 from tidings.domain.policy import CapUsage, ConsentEvidence, PolicyRequest, cap_windows
 from tidings.domain.policy_document import Policy
 from tidings.store import contacts
-from tidings.store.database import execute, fetch_one
 
 Conn = psycopg.Connection[Any]
 
@@ -91,28 +90,16 @@ def _recent_sends(conn: Conn, intent: Intent, policy: Policy, now: datetime) -> 
     windows = cap_windows(policy, intent.channel, intent.purpose, now)
     if not windows:
         return {}
-    execute(
-        conn,
-        "lock_recipient",
-        {
-            "tenant_id": intent.tenant_id,
-            "ref": intent.recipient_ref,
-            "channel": intent.channel,
-        },
-    )
+    contacts.lock_recipient(conn, intent.tenant_id, intent.recipient_ref, intent.channel)
     usage = {}
     for window in windows:
-        row = fetch_one(
+        count, oldest_at = contacts.recent_sends(
             conn,
-            "recent_sends",
-            {
-                "tenant_id": intent.tenant_id,
-                "ref": intent.recipient_ref,
-                "channel": intent.channel,
-                "since": window.since,
-                "purposes": sorted(window.purposes) if window.purposes is not None else None,
-            },
+            intent.tenant_id,
+            intent.recipient_ref,
+            intent.channel,
+            since=window.since,
+            purposes=sorted(window.purposes) if window.purposes is not None else None,
         )
-        assert row is not None
-        usage[window.cap_id] = CapUsage(int(row["count"]), row["oldest_at"])
+        usage[window.cap_id] = CapUsage(count, oldest_at)
     return usage

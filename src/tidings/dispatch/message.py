@@ -19,8 +19,8 @@ from tidings.domain.segments import count_segments
 from tidings.domain.senders import SenderNumbers
 from tidings.platform.vault import Vault
 from tidings.providers.messages import AttachmentRef, OutboundMessage
-from tidings.store import ledger, templates
-from tidings.store.database import Database, fetch_one
+from tidings.store import ledger, reports, templates
+from tidings.store.database import Database
 from tidings.templates.limits import DEFAULT_LIMITS, RenderLimits
 from tidings.templates.model import RenderError, TemplateError, TemplateRevision
 from tidings.templates.render import RENDER_LIMIT_REASON, render
@@ -128,15 +128,7 @@ def _attachments(db: Database, intent: Intent) -> tuple[AttachmentRef, ...]:
     if intent.report_id is None or intent.report_revision is None:
         return ()
     with db.transaction() as conn:
-        row = fetch_one(
-            conn,
-            "report_by_id",
-            {
-                "tenant_id": intent.tenant_id,
-                "id": intent.report_id,
-                "revision": intent.report_revision,
-            },
-        )
+        row = reports.by_id(conn, intent.tenant_id, intent.report_id, intent.report_revision)
     if row is None:
         raise PrepareError("REPORT_MISSING")
     return (

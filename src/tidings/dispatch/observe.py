@@ -23,8 +23,8 @@ from tidings.domain.states import AttemptState, IntentState
 from tidings.domain.transitions import Event, allowed, attempt_advances, on_undelivered
 from tidings.providers.outcomes import Observation, ObservedStatus
 from tidings.store import attempts, ledger
+from tidings.store import observations as observation_store
 from tidings.store.attempts import AttemptRef
-from tidings.store.database import execute, fetch_all, fetch_one
 
 Conn = psycopg.Connection[Any]
 log = logging.getLogger("tidings.observations")
@@ -82,7 +82,7 @@ def apply_received(
     """
     unseen = [o for o in observations if o.provider_message_id and find_attempt(conn, o) is None]
     if unseen:
-        execute(conn, "provider_ids_unseen", _id_pairs(unseen))
+        observation_store.note_unseen(conn, *_id_pairs(unseen))
     return [apply_observation(conn, obs, source, now) for obs in observations]
 
 
@@ -90,14 +90,11 @@ def recording_provider_ids(conn: Conn, ids: Sequence[tuple[str, str]]) -> None:
     """Before a worker writes the provider ids its calls got, as (provider, id)."""
     if ids:
         providers, names = zip(*ids, strict=True)
-        execute(conn, "provider_ids_recording", {"providers": list(providers), "ids": list(names)})
+        observation_store.wait_for_recording(conn, providers, names)
 
 
-def _id_pairs(observations: Sequence[Observation]) -> dict[str, list[str]]:
-    return {
-        "providers": [o.provider for o in observations],
-        "ids": [o.provider_message_id or "" for o in observations],
-    }
+def _id_pairs(unseen: Sequence[Observation]) -> tuple[list[str], list[str]]:
+    return [o.provider for o in unseen], [o.provider_message_id or "" for o in unseen]
 
 
 def apply_observation(
@@ -114,8 +111,7 @@ def apply_observation(
     # and moved to the attempt's when its provider id is recorded.
     tenant = attempt.tenant_id if attempt else (tenant_hint or "")
     row = _row(obs, attempt, tenant, source, now)
-    query = "record_observation" if attempt else "record_unmatched_observation"
-    stored = fetch_one(conn, query, row)
+    stored = observation_store.record(conn, row, matched=attempt is not None)
     if stored is None:
         return "duplicate"
     effect = "unmatched"
@@ -133,20 +129,15 @@ def apply_observation(
             "intent_id": str(attempt.intent_id) if attempt else None,
         },
     )
-    marked = {"tenant_id": tenant, "intent_id": row["intent_id"], "id": stored["id"]}
-    execute(
-        conn,
-        "observation_effect" if attempt else "unmatched_observation_effect",
-        {**marked, "effect": effect},
+    observation_store.note_effect(
+        conn, tenant, row["intent_id"], stored["id"], effect, matched=attempt is not None
     )
     return effect
 
 
 def rematch(conn: Conn, provider: str, provider_message_id: str, now: datetime) -> int:
     """Apply observations that arrived before the attempt knew this provider id."""
-    rows = fetch_all(
-        conn, "unmatched_for", {"provider": provider, "provider_message_id": provider_message_id}
-    )
+    rows = observation_store.unmatched_for(conn, provider, provider_message_id)
     for row in rows:
         obs = _from_row(row)
         attempt = find_attempt(conn, obs, row["tenant_id"] or None)
@@ -154,17 +145,14 @@ def rematch(conn: Conn, provider: str, provider_message_id: str, now: datetime) 
             continue
         effect = _apply(conn, attempt, obs, now)
         learn(conn, attempt, obs, now)
-        execute(
+        observation_store.matched(
             conn,
-            "observation_matched",
-            {
-                "tenant_id": attempt.tenant_id,
-                "intent_id": attempt.intent_id,
-                "attempt_n": attempt.n,
-                "effect": effect,
-                "old_tenant_id": row["tenant_id"],
-                "id": row["id"],
-            },
+            tenant_id=attempt.tenant_id,
+            intent_id=attempt.intent_id,
+            attempt_n=attempt.n,
+            effect=effect,
+            old_tenant_id=row["tenant_id"],
+            id=row["id"],
         )
     return len(rows)
 
@@ -189,9 +177,7 @@ def _apply(conn: Conn, attempt: Attempt, obs: Observation, now: datetime) -> str
         return "no_change"
     _advance_attempt(conn, attempt, target, obs, now)
     at = obs.occurred_at or now
-    execute(
-        conn, "touch_status", {"tenant_id": attempt.tenant_id, "id": attempt.intent_id, "at": at}
-    )
+    ledger.touch_status(conn, attempt.tenant_id, attempt.intent_id, at)
     intent = ledger.get_intent(conn, attempt.tenant_id, attempt.intent_id)
     assert intent is not None
     return settle_intent(conn, intent, attempt, target, obs, now)

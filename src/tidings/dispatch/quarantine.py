@@ -29,7 +29,8 @@ import psycopg
 from tidings.dispatch.claim import Claimed, ClaimRequest, claim_batch
 from tidings.dispatch.gate import RecipientFacts
 from tidings.dispatch.message import UNRENDERABLE
-from tidings.store.database import Database, fetch_all, fetch_one
+from tidings.store import claims, ledger
+from tidings.store.database import Database
 from tidings.store.isolation import UNREADABLE
 
 log = logging.getLogger("tidings.quarantine")
@@ -45,14 +46,10 @@ def claim_row_by_row(
     db: Database, request: ClaimRequest, now: datetime, facts: RecipientFacts
 ) -> list[Claimed]:
     """The batch `claim_batch` could not read whole, one intent per transaction."""
-    params = {
-        "channel": request.channel,
-        "now": now,
-        "limit": request.limit,
-        "account": request.provider,
-    }
     with db.transaction() as conn:
-        ids = [(r["tenant_id"], r["id"]) for r in fetch_all(conn, "claim_due_ids", params)]
+        ids = claims.due_ids(
+            conn, channel=request.channel, now=now, limit=request.limit, account=request.provider
+        )
 
     def one(conn: psycopg.Connection[Any], tenant_id: str, intent_id: UUID) -> list[Claimed]:
         return claim_batch(conn, request, now, facts, only=(tenant_id, intent_id))
@@ -92,16 +89,11 @@ def quarantine(
     error: BaseException,
 ) -> bool:
     """Park one claimable intent as failed/UNDECODABLE; False if it was not claimable."""
-    params = {
-        "tenant_id": tenant_id,
-        "id": intent_id,
-        "now": now,
-        "actor": actor,
-        # The kind of error only: its message may quote the value itself.
-        "error": type(error).__name__,
-    }
     with db.transaction() as conn:
-        moved = fetch_one(conn, "quarantine_intent", params)
+        # The kind of error only: its message may quote the value itself.
+        moved = ledger.quarantine_intent(
+            conn, tenant_id, intent_id, now, actor=actor, error=type(error).__name__
+        )
     extra = {"tenant_id": tenant_id, "intent_id": str(intent_id), "error": type(error).__name__}
     if moved is None:
         log.warning("unreadable intent left as it is (not claimable)", extra=extra)

@@ -32,9 +32,9 @@ from tidings.observability.process_metrics import record_lookup
 from tidings.platform.vault import Vault
 from tidings.providers.base import ProviderAdapter
 from tidings.providers.errors import ProviderError, ProviderUnavailable
-from tidings.store import attempts, ledger
+from tidings.store import attempts, ledger, sweeps
 from tidings.store.attempts import AttemptRef, DueCheck
-from tidings.store.database import Database, fetch_all
+from tidings.store.database import Database
 from tidings.store.isolation import FAILS_ALONE, note_alone, quarantine_sending
 
 Conn = psycopg.Connection[Any]
@@ -64,7 +64,7 @@ def recover_leases(conn: Conn, now: datetime, limit: int = 100) -> int:
     Each intent in a savepoint of its own: one whose row or policy version
     cannot be used (missing, quarantined, past the limits) is quarantined
     alone (store/isolation.py) and the others are recovered."""
-    rows = fetch_all(conn, "expired_leases", {"now": now, "limit": limit})
+    rows = sweeps.expired_leases(conn, now, limit)
     for row in rows:
         recover_one(conn, row, now)
     return len(rows)

@@ -23,14 +23,18 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
+import psycopg
+
 from tidings.dispatch.retention_months import Clocks, drop_due_months, overdue_kept
 from tidings.domain.evidence_months import IdRange
 from tidings.domain.policy_bounds import MAX_RETENTION_DAYS
 from tidings.domain.policy_document import Retention
-from tidings.store import evidence_partitions, policies
-from tidings.store.database import Database, execute, fetch_all, fetch_one
+from tidings.store import evidence_partitions, policies, retention
+from tidings.store.database import Database
 from tidings.store.evidence_partitions import EvidenceMonth
 from tidings.store.isolation import FAILS_ALONE, note_alone
+
+Conn = psycopg.Connection[Any]
 
 BATCH = 1000
 COUNTS = (
@@ -50,7 +54,7 @@ def purge(db: Database, now: datetime) -> dict[str, Any]:
     removed: dict[str, Any] = dict.fromkeys(COUNTS, 0)
     evidence_partitions.ensure(db, now)
     with db.transaction() as conn:
-        groups = fetch_all(conn, "retention_groups", {})
+        groups = retention.groups(conn)
     clocks, set_aside = _clocks(db, groups, now)
     for key, clock in clocks.items():
         if key not in set_aside:
@@ -73,11 +77,11 @@ def purge(db: Database, now: datetime) -> dict[str, Any]:
     shortest = min((c.observation_days for c in clocks.values()), default=90)
     with db.transaction() as conn:
         before = now - timedelta(days=shortest)
-        removed["observations"] += execute(conn, "purge_observations", {"before": before})
-        removed["job_recipients"] = execute(conn, "purge_job_recipients", {"now": now})
-        removed["jobs"] = execute(conn, "purge_jobs", {"now": now})
-        removed["audience_uploads"] = execute(conn, "purge_expired_uploads", {"now": now})
-        removed["destinations"] = execute(conn, "purge_orphan_destinations", {})
+        removed["observations"] += retention.unmatched_observations(conn, before)
+        removed["job_recipients"] = retention.job_recipients(conn, now)
+        removed["jobs"] = retention.jobs(conn, now)
+        removed["audience_uploads"] = retention.expired_uploads(conn, now)
+        removed["destinations"] = retention.orphan_destinations(conn)
     return removed
 
 
@@ -119,9 +123,8 @@ def _snapshot_jobs(db: Database, key: tuple[str, str], clock: Retention, now: da
     # evidence goes, whole months included.
     tenant, version = key
     attempts_before = now - timedelta(days=clock.attempt_evidence_days)
-    params = {"tenant_id": tenant, "policy_version": version, "now": now}
     with db.transaction() as conn:
-        execute(conn, "snapshot_job_counts", {**params, "attempts_before": attempts_before})
+        retention.snapshot_job_counts(conn, tenant, version, now, attempts_before)
 
 
 def _purge_group(
@@ -139,17 +142,19 @@ def _purge_group(
     if oldest >= now - timedelta(days=min(_days(clock))) and not _job_evidence_due(db, group):
         return removed  # nothing of this group is old enough for any clock
     observations = {**group, "before": now - timedelta(days=clock.observation_days)}
-    removed["observations"] = _in_batches(db, "purge_observations_default", observations, None)
+    default = partial(retention.observations, in_month=False)
+    removed["observations"] = _in_batches(db, default, observations, None)
+    in_month = partial(retention.observations, in_month=True)
     for ids in overdue_kept(months, "observations_dropped_at", clock.observation_days, now):
-        removed["observations"] += _in_batches(db, "purge_observations_of", observations, ids)
+        removed["observations"] += _in_batches(db, in_month, observations, ids)
     attempts = {**group, "before": now - timedelta(days=clock.attempt_evidence_days)}
-    removed["attempts"] = _attempts_in_batches(db, "purge_attempt_evidence_default", attempts, None)
+    removed["attempts"] = _attempts_in_batches(db, attempts, None)
     days = clock.attempt_evidence_days
     for ids in overdue_kept(months, "attempts_dropped_at", days, now):
-        removed["attempts"] += _attempts_in_batches(db, "purge_attempt_evidence", attempts, ids)
+        removed["attempts"] += _attempts_in_batches(db, attempts, ids)
     recipients_before = now - timedelta(days=clock.recipient_evidence_days)
     removed["intents"] = _in_batches(
-        db, "purge_intents", {**group, "before": recipients_before}, None
+        db, retention.intents, {**group, "before": recipients_before}, None
     )
     return removed
 
@@ -158,34 +163,36 @@ def _job_evidence_due(db: Database, group: dict[str, Any]) -> bool:
     # A job's recipients go at its own evidence_expires_at, which no
     # intent's end time bounds.
     with db.transaction() as conn:
-        return fetch_one(conn, "job_evidence_due", group) is not None
+        return retention.job_evidence_due(conn, group)
 
 
 def _days(clock: Retention) -> tuple[int, ...]:
     return (clock.observation_days, clock.attempt_evidence_days, clock.recipient_evidence_days)
 
 
-def _attempts_in_batches(
-    db: Database, query: str, params: dict[str, Any], ids: IdRange | None
-) -> int:
+def _attempts_in_batches(db: Database, params: dict[str, Any], ids: IdRange | None) -> int:
     """Attempts removed, a batch of intents per transaction."""
     bounded = {**params, **(ids.as_params() if ids else {})}
     total = 0
     while True:
         with db.transaction() as conn:
-            row = fetch_one(conn, query, bounded)
-        assert row is not None
-        total += int(row["attempts"])
-        if int(row["intents"]) < BATCH:
+            removed, visited = retention.attempt_evidence(conn, bounded, in_month=ids is not None)
+        total += removed
+        if visited < BATCH:
             return total
 
 
-def _in_batches(db: Database, query: str, params: dict[str, Any], ids: IdRange | None) -> int:
+def _in_batches(
+    db: Database,
+    purge: Callable[[Conn, retention.Batch], int],
+    params: dict[str, Any],
+    ids: IdRange | None,
+) -> int:
     bounded = {**params, **(ids.as_params() if ids else {})}
     total = 0
     while True:
         with db.transaction() as conn:
-            n = execute(conn, query, bounded)
+            n = purge(conn, bounded)
         total += n
         if n < BATCH:
             return total

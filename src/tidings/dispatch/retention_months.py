@@ -32,8 +32,8 @@ from tidings.domain.evidence_months import (
 )
 from tidings.domain.policy_document import Retention
 from tidings.policies import load_builtin
-from tidings.store import evidence_partitions
-from tidings.store.database import Database, fetch_all
+from tidings.store import evidence_partitions, retention
+from tidings.store.database import Database
 from tidings.store.evidence_partitions import EvidenceMonth
 
 log = logging.getLogger("tidings.retention")
@@ -54,17 +54,15 @@ def drop_due_months(
 ) -> list[str]:
     """Drop what is due of each month; returns what went, as `month: tables`."""
     dropped = []
-    plan = (
-        ("attempts_dropped_at", "month_attempt_evidence_kept", "attempt_evidence_days",
-         ATTEMPT_EVIDENCE),
-        ("observations_dropped_at", "month_observations_kept", "observation_days",
-         OBSERVATIONS),
-    )  # fmt: skip
+    plan: tuple[tuple[str, retention.Evidence, str, tuple[str, ...]], ...] = (
+        ("attempts_dropped_at", "attempts", "attempt_evidence_days", ATTEMPT_EVIDENCE),
+        ("observations_dropped_at", "observations", "observation_days", OBSERVATIONS),
+    )
     for month in months:
-        for mark, kept_query, field, tables in plan:
+        for mark, evidence, field, tables in plan:
             if getattr(month, mark) is not None:
                 continue
-            keep = _kept(db, kept_query, month.month, _days(clocks, field), now)
+            keep = _kept(db, evidence, month.month, _days(clocks, field), now)
             if keep is not None and evidence_partitions.drop(db, month.month, tables, now, keep):
                 moved = f" ({len(keep)} intents' kept)" if keep else ""
                 dropped.append(f"{month.month}: {', '.join(tables)}{moved}")
@@ -91,7 +89,11 @@ def _days(clocks: Clocks, field: str) -> list[dict[str, Any]]:
 
 
 def _kept(
-    db: Database, query: str, month: Month, days: list[dict[str, Any]], now: datetime
+    db: Database,
+    evidence: retention.Evidence,
+    month: Month,
+    days: list[dict[str, Any]],
+    now: datetime,
 ) -> list[UUID] | None:
     """The intents of `month` whose evidence under the clocks `days` must
     stay, when the month may go without them; None when it may not: some
@@ -109,7 +111,7 @@ def _kept(
         "most": MOST_KEPT + 1,
     }
     with db.transaction() as conn:
-        keep = sorted({row["id"] for row in fetch_all(conn, query, params)})
+        keep = sorted({row["id"] for row in retention.kept_in_month(conn, evidence, params)})
     if not keep:
         return keep
     # Kept apart only once every clock has run out for the month: before,

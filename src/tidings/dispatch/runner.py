@@ -32,9 +32,9 @@ from tidings.platform.signal_wait import wait_for_signal
 from tidings.providers.accounts import Factory, from_environment
 from tidings.providers.base import ProviderAdapter
 from tidings.runtime import Runtime
+from tidings.store import wakeups
 
 log = logging.getLogger("tidings.worker")
-NOTIFY_CHANNEL = "tidings_due"
 # How long the preparation thread works on a job before it looks at `stop`.
 PREPARE_BUDGET_SECONDS = 1.0
 # How long one maintenance turn may spend working down due status checks.
@@ -204,7 +204,7 @@ class Worker(WorkerSteps):
                 url = self.runtime.listen_url
                 assert url is not None
                 with psycopg.connect(url, autocommit=True) as conn:
-                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    wakeups.listen(conn)
                     while not stop.is_set():
                         for note in conn.notifies(timeout=0.5, stop_after=1):
                             inbox = self._inboxes.get(note.payload)

@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -46,6 +45,7 @@ from tidings.dispatch.record import (
 )
 from tidings.dispatch.sweep import sweep
 from tidings.dispatch.window import Window
+from tidings.dispatch.worker_config import WorkerConfig as WorkerConfig  # callers build both
 from tidings.jobs.prepare import prepare_next
 from tidings.observability.alerts import AlertSweeper
 from tidings.observability.process_metrics import record_call_withheld
@@ -55,34 +55,13 @@ from tidings.providers.accounts import Factory, ProviderAccounts, from_environme
 from tidings.providers.base import ProviderAdapter
 from tidings.providers.outcomes import RejectCode, Retryable
 from tidings.runtime import Runtime
+from tidings.store import ledger
 from tidings.store.attempts import AttemptRef, CallMark, MarkResult, mark_calls_started
-from tidings.store.database import execute
 from tidings.store.isolation import UNREADABLE
 
 log = logging.getLogger("tidings.worker")
 MINT_RETRY_SECONDS = 30.0
 RECORD_TRIES = 3
-
-
-@dataclass
-class WorkerConfig:
-    batch_size: int = 256
-    concurrency: Mapping[str, int] = field(default_factory=lambda: {"sms": 8, "email": 8})
-    lease_seconds: float = 30.0
-    idle_wait: float = 1.0
-    maintenance_interval: float = 1.0
-    # Retention at start, then this often; math.inf: never (`tidings purge` runs it).
-    purge_interval: float = 3600.0
-    # See reconcile.NOT_RECEIVED_AFTER_SECONDS: must exceed the longest a
-    # provider may take to record a request that is already on its way.
-    not_received_after: float = 60.0
-    # Event pushes go to tenants' own servers: a pool of their own, this
-    # many tenants at once, each request within this deadline overall.
-    event_push_concurrency: int = 4
-    event_push_deadline: float = 10.0
-    # Status checks looked up side by side (each a round trip to the provider).
-    reconcile_concurrency: int = 8
-    seed: int | None = None
 
 
 class WorkerSteps:
@@ -389,15 +368,11 @@ class WorkerSteps:
         if not ids:
             return 0
         with self.runtime.db.transaction() as conn:
-            return execute(
+            return ledger.heartbeat(
                 conn,
-                "heartbeat",
-                {
-                    "owner": self.owner,
-                    "ids": ids,
-                    "lease_expires_at": self.runtime.clock.now()
-                    + timedelta(seconds=self.config.lease_seconds),
-                },
+                self.owner,
+                ids,
+                self.runtime.clock.now() + timedelta(seconds=self.config.lease_seconds),
             )
 
 

@@ -14,8 +14,8 @@ from tidings.dispatch.reconcile import recover_leases, recover_one
 from tidings.domain.errors import StaleTransition
 from tidings.domain.intent import Intent
 from tidings.domain.transitions import Event
-from tidings.store import ledger
-from tidings.store.database import Database, Row, fetch_all, fetch_one
+from tidings.store import ledger, sweeps
+from tidings.store.database import Database, Row
 from tidings.store.isolation import UNREADABLE, quarantine_sending
 
 Conn = psycopg.Connection[Any]
@@ -26,7 +26,7 @@ def expire_deadlines(conn: Conn, now: datetime, limit: int = 500) -> int:
     """Past its deadline an intent expires (and its offer is released), even
     mid-send: the worker's later update then finds a newer version and only
     records its attempt."""
-    rows = fetch_all(conn, "passed_deadlines", {"now": now, "limit": limit})
+    rows = sweeps.passed_deadlines(conn, now, limit)
     for row in rows:
         _expire(conn, row, now)
     return len(rows)
@@ -36,14 +36,10 @@ def expire_row_by_row(db: Database, now: datetime, limit: int = 500) -> int:
     """`expire_deadlines` for a batch that could not be read whole: each
     intent alone, an unreadable one quarantined (dispatch/quarantine.py)."""
     with db.transaction() as conn:
-        ids = [
-            (r["tenant_id"], r["id"])
-            for r in fetch_all(conn, "passed_deadline_ids", {"now": now, "limit": limit})
-        ]
+        ids = sweeps.passed_deadline_ids(conn, now, limit)
 
     def one(conn: Conn, tenant_id: str, intent_id: UUID) -> None:
-        params = {"tenant_id": tenant_id, "id": intent_id, "now": now}
-        row = fetch_one(conn, "passed_deadline_one", params)
+        row = sweeps.passed_deadline_one(conn, tenant_id, intent_id, now)
         if row is not None:
             _expire(conn, row, now)
 
@@ -83,15 +79,11 @@ def recover_row_by_row(db: Database, now: datetime, limit: int = 100) -> int:
     """`recover_leases` for a batch that could not be read whole: each
     intent in its own transaction, one that cannot be read quarantined."""
     with db.transaction() as conn:
-        ids = [
-            (r["tenant_id"], r["id"])
-            for r in fetch_all(conn, "expired_lease_ids", {"now": now, "limit": limit})
-        ]
+        ids = sweeps.expired_lease_ids(conn, now, limit)
     for tenant_id, intent_id in ids:
-        params = {"tenant_id": tenant_id, "id": intent_id, "now": now}
         try:
             with db.transaction() as conn:
-                row = fetch_one(conn, "expired_lease_one", params)
+                row = sweeps.expired_lease_one(conn, tenant_id, intent_id, now)
                 if row is not None:
                     recover_one(conn, row, now)
         except UNREADABLE as exc:

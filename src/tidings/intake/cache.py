@@ -4,7 +4,7 @@ versions, per tenant, bounded.
 A revision and a policy version never change once published, so their
 content can be kept. Which of them is *current* does change, and only the
 database decides it: what is kept here as current is a guess, checked by
-the create's insert (`create_intent` in store/sql/queries/intents.sql),
+the create's insert (`create_intent` in store/sql/queries/ledger.sql),
 which writes nothing when the guess is stale. Then the create reads again
 (`intake_context`) and the read replaces the guess.
 

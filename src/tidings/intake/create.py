@@ -36,7 +36,6 @@ from tidings.intake.cache import Candidates, IntakeCache, Remembered, TemplateKe
 from tidings.intake.request import IntentRequest
 from tidings.platform.vault import Vault
 from tidings.store import ledger, templates
-from tidings.store.database import fetch_all
 from tidings.templates.model import TemplateRevision
 
 log = logging.getLogger("tidings.intake.create")
@@ -147,15 +146,8 @@ def _read(
     conn: psycopg.Connection[Any], cache: IntakeCache, tenant: str, request: IntentRequest
 ) -> Remembered:
     """The current policy and the template's candidates, read and remembered."""
-    context = fetch_all(
-        conn,
-        "intake_context",
-        {
-            "tenant_id": tenant,
-            "name": request.template_name,
-            "channel": request.channel.value,
-            "revision": request.template_revision,
-        },
+    context = ledger.intake_context(
+        conn, tenant, request.template_name, request.channel.value, request.template_revision
     )
     first = context[0]
     policy = cache.remember_policy(tenant, first["policy_version"], first["policy_document"])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -40,26 +40,10 @@ from tidings.jobs.request import AudienceMember, JobRequest
 from tidings.platform.logging import job_context, log_context
 from tidings.platform.vault import Vault
 from tidings.providers.template_ids import ensure_template_ids
-from tidings.store import policies, templates
-from tidings.store.database import fetch_all, fetch_one
+from tidings.store import jobs, ledger, policies, reports, templates
 
 Conn = psycopg.Connection[Any]
 log = logging.getLogger("tidings.jobs")
-
-RECIPIENT_COLUMNS = (
-    "tenant_id",
-    "job_id",
-    "seq",
-    "recipient_ref",
-    "phone_hash",
-    "email_hash",
-    "phone_country",
-    "email_country",
-    "timezone",
-    "locale",
-    "preferences",
-    "variables",
-)
 
 
 def create_job(
@@ -111,7 +95,7 @@ def _create(
     if existing is not None:
         return _replayed(existing, request_hash), False
     params = _job_params(conn, tenant, request, len(rows), version, request_hash, now, actor, needs)
-    job = fetch_one(conn, "insert_job", params)
+    job = jobs.insert(conn, params)
     if job is None:  # a concurrent create with the same key won
         return _replayed(_must(_by_key(conn, tenant, request)), request_hash), False
     _store_destinations(conn, tenant, request.audience, rows, vault, now)
@@ -168,7 +152,7 @@ def _from_upload(
     params = _job_params(
         conn, tenant, request, upload["size"], upload["version"], request_hash, now, actor, needs
     )
-    job = fetch_one(conn, "insert_job", params)
+    job = jobs.insert(conn, params)
     if job is None:  # a concurrent create with the same key won
         return _replayed(_must(_by_key(conn, tenant, request)), request_hash), False
     uploads.freeze_into(conn, tenant, upload_id, job["id"], now)
@@ -176,9 +160,7 @@ def _from_upload(
 
 
 def _by_key(conn: Conn, tenant: str, request: JobRequest) -> dict[str, Any] | None:
-    return fetch_one(
-        conn, "job_by_key", {"tenant_id": tenant, "idempotency_key": request.idempotency_key}
-    )
+    return jobs.by_key(conn, tenant, request.idempotency_key)
 
 
 def _must(job: dict[str, Any] | None) -> dict[str, Any]:
@@ -220,11 +202,7 @@ def _job_params(
     if policy is None:
         raise PolicyMissing(POLICY_MISSING_HELP)
     if request.report is not None:
-        report = fetch_one(
-            conn,
-            "report_by_id",
-            {"tenant_id": tenant, "id": request.report[0], "revision": request.report[1]},
-        )
+        report = reports.by_id(conn, tenant, request.report[0], request.report[1])
         if report is None:
             raise InvalidInput(
                 "report", f"no report {request.report[0]} revision {request.report[1]}"
@@ -297,10 +275,7 @@ def _recipient_rows(
 def _contacts_for(conn: Conn, tenant: str, refs: list[str]) -> dict[str, dict[str, Any]]:
     if not refs:
         return {}
-    return {
-        r["ref"]: r
-        for r in fetch_all(conn, "contacts_by_refs", {"tenant_id": tenant, "refs": refs})
-    }
+    return {r["ref"]: r for r in jobs.contacts_by_refs(conn, tenant, refs)}
 
 
 def _request_hash(request: JobRequest, audience: str) -> str:
@@ -337,54 +312,56 @@ def _store_destinations(
     now: datetime,
 ) -> None:
     """The audience's own destinations, under the references `rows` already hold."""
-    conn.execute("CREATE TEMP TABLE staged_destinations (LIKE destinations) ON COMMIT DROP")
-    with conn.cursor().copy(
-        "COPY staged_destinations (tenant_id, destination_hash, channel, ciphertext, country,"
-        " created_at) FROM STDIN"
-    ) as copy:
-        for member, (_, phone_hash, email_hash, *_rest) in zip(audience, rows, strict=True):
-            if member.phone:
-                sealed = vault.encrypt(member.phone)
-                copy.write_row((tenant, phone_hash, "sms", sealed, member.phone_country, now))
-            if member.email:
-                sealed = vault.encrypt(member.email)
-                copy.write_row((tenant, email_hash, "email", sealed, None, now))
-    conn.execute(
-        "INSERT INTO destinations SELECT DISTINCT ON (tenant_id, destination_hash) *"
-        " FROM staged_destinations ON CONFLICT (tenant_id, destination_hash) DO NOTHING"
-    )
-    conn.execute("DROP TABLE staged_destinations")
+    ledger.store_job_destinations(conn, _sealed(tenant, audience, rows, vault, now))
+
+
+def _sealed(
+    tenant: str,
+    audience: Sequence[AudienceMember],
+    rows: Sequence[tuple[Any, ...]],
+    vault: Vault,
+    now: datetime,
+) -> Iterator[tuple[Any, ...]]:
+    # Encrypted as the COPY takes them: the audience is never held sealed whole.
+    for member, (_, phone_hash, email_hash, *_rest) in zip(audience, rows, strict=True):
+        if member.phone:
+            sealed = vault.encrypt(member.phone)
+            yield (tenant, phone_hash, "sms", sealed, member.phone_country, now)
+        if member.email:
+            sealed = vault.encrypt(member.email)
+            yield (tenant, email_hash, "email", sealed, None, now)
 
 
 def _copy_recipients(conn: Conn, tenant: str, job_id: Any, rows: Sequence[tuple[Any, ...]]) -> None:
-    with conn.cursor().copy(
-        f"COPY job_recipients ({', '.join(RECIPIENT_COLUMNS)}) FROM STDIN"
-    ) as copy:
-        for (
-            ref,
-            phone_hash,
-            email_hash,
-            phone_cc,
-            email_cc,
-            tz,
-            locale,
-            prefs,
-            variables,
-            seq,
-        ) in rows:
-            copy.write_row(
-                (
-                    tenant,
-                    job_id,
-                    seq,
-                    ref,
-                    phone_hash,
-                    email_hash,
-                    phone_cc,
-                    email_cc,
-                    tz,
-                    locale,
-                    prefs,
-                    Jsonb(variables),
-                )
+    # Reordered into the columns of copy_job_recipients (jobs.sql).
+    jobs.copy_recipients(
+        conn,
+        (
+            (
+                tenant,
+                job_id,
+                seq,
+                ref,
+                phone_hash,
+                email_hash,
+                phone_cc,
+                email_cc,
+                tz,
+                locale,
+                prefs,
+                Jsonb(variables),
             )
+            for (
+                ref,
+                phone_hash,
+                email_hash,
+                phone_cc,
+                email_cc,
+                tz,
+                locale,
+                prefs,
+                variables,
+                seq,
+            ) in rows
+        ),
+    )

@@ -26,8 +26,8 @@ from tidings.domain.keys import job_recipient_key, report_key
 from tidings.domain.policy import CapUsage, ConsentEvidence, PolicyRequest, cap_windows, evaluate
 from tidings.domain.policy_document import Policy
 from tidings.platform.logging import job_context, log_context
-from tidings.store import policies
-from tidings.store.database import Database, execute, fetch_all, fetch_one
+from tidings.store import jobs, ledger, policies
+from tidings.store.database import Database
 from tidings.store.isolation import FAILS_ALONE, quarantine_job
 
 log = logging.getLogger("tidings.jobs")
@@ -86,7 +86,7 @@ def prepare_next(
     in any other worker) goes on from the page it reached.
     """
     with db.transaction() as conn:
-        job = fetch_one(conn, "claim_preparing_job", {})
+        job = jobs.claim_preparing(conn)
     if job is None:
         return None
     context = job_context(job["id"], job.get("report_id"), job.get("report_revision"))
@@ -105,18 +105,17 @@ def prepare_next(
 def _prepare_claimed(
     db: Database, job: dict[str, Any], now: datetime, budget_seconds: float | None
 ) -> dict[str, Any]:
-    key = {"tenant_id": job["tenant_id"], "id": job["id"]}
     until = None if budget_seconds is None else time.monotonic() + budget_seconds
     while True:
         with db.transaction() as conn:
-            locked = fetch_one(conn, "lock_job", key)
+            locked = jobs.lock(conn, job["tenant_id"], job["id"])
             assert locked is not None
             job = locked
             if job["status"] != "preparing":
                 return job
             _, done = prepare_page(conn, job, job["prepared_through"], now)
             if done:
-                execute(conn, "job_prepared", {**key, "now": now})
+                jobs.prepared(conn, job["tenant_id"], job["id"], now)
                 log.info("job prepared", extra={"audience_size": job["audience_size"]})
                 return job
         if until is not None and time.monotonic() >= until:
@@ -124,22 +123,12 @@ def _prepare_claimed(
 
 
 def prepare_page(conn: Conn, job: Mapping[str, Any], after: int, now: datetime) -> tuple[int, bool]:
-    rows = fetch_all(
-        conn,
-        "recipients_page",
-        {
-            "tenant_id": job["tenant_id"],
-            "job_id": job["id"],
-            "after": after,
-            "limit": PAGE_SIZE,
-        },
-    )
+    rows = jobs.recipients_page(conn, job["tenant_id"], job["id"], after, PAGE_SIZE)
     if not rows:
         return after, True
     policy = policies.by_version(conn, job["tenant_id"], job["policy_version"])
     facts = _page_facts(conn, job["tenant_id"], rows)
     staged = [i for r in rows for i in _intents_for(job, r, policy, facts, now)]
-    _stage(conn, staged)
     # An exclusion's decision inputs ride along as one JSON parameter: few
     # rows of a page have them, so they need no table of their own.
     excluded = [
@@ -147,22 +136,17 @@ def prepare_page(conn: Conn, job: Mapping[str, Any], after: int, now: datetime) 
         for s in staged
         if s.inputs is not None
     ]
-    fetch_one(conn, "move_staged_intents", {"inputs": Jsonb(excluded)})
-    conn.execute("DROP TABLE staged_intents")
+    ledger.insert_job_page(conn, (s.row for s in staged), Jsonb(excluded))
     last = rows[-1]["seq"]
-    execute(
-        conn,
-        "job_progress",
-        {"tenant_id": job["tenant_id"], "id": job["id"], "seq": last, "now": now},
-    )
-    fetch_all(conn, "notify_due_channels", {"channels": list(job["channels"])})
+    jobs.progress(conn, job["tenant_id"], job["id"], last, now)
+    jobs.notify_due_channels(conn, job["channels"])
     return last, len(rows) < PAGE_SIZE
 
 
 def _page_facts(conn: Conn, tenant: str, rows: list[dict[str, Any]]) -> PageFacts:
     hashes = sorted({h for r in rows for h in (r["phone_hash"], r["email_hash"]) if h})
     blocks: dict[tuple[str, str], tuple[bool, str | None]] = {}
-    for b in fetch_all(conn, "blocks_for_page", {"tenant_id": tenant, "hashes": hashes}):
+    for b in jobs.blocks_for_page(conn, tenant, hashes):
         where = (b["channel"], b["destination_hash"])
         opted_out, reason = blocks.get(where, (False, None))
         if b["kind"] == "opt_out":
@@ -171,7 +155,7 @@ def _page_facts(conn: Conn, tenant: str, rows: list[dict[str, Any]]) -> PageFact
             blocks[where] = (opted_out, b["reason"])
     consents: dict[tuple[str, str], list[ConsentEvidence]] = defaultdict(list)
     refs = [r["recipient_ref"] for r in rows]
-    for c in fetch_all(conn, "consents_for_refs", {"tenant_id": tenant, "refs": refs}):
+    for c in jobs.consents_for_refs(conn, tenant, refs):
         consents[(c["ref"], c["channel"])].append(
             ConsentEvidence(
                 c["channel"],
@@ -293,14 +277,3 @@ def _key(job: Mapping[str, Any], ref: str, channel: str) -> str:
 class Staged:
     row: tuple[Any, ...]  # in INTENT_COLUMNS order
     inputs: dict[str, Any] | None  # an exclusion's decision inputs
-
-
-def _stage(conn: Conn, staged: list[Staged]) -> None:
-    conn.execute(
-        "CREATE TEMP TABLE staged_intents (LIKE intents INCLUDING DEFAULTS) ON COMMIT DROP"
-    )
-    with conn.cursor().copy(
-        f"COPY staged_intents ({', '.join(INTENT_COLUMNS)}) FROM STDIN"
-    ) as copy:
-        for item in staged:
-            copy.write_row(item.row)

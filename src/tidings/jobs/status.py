@@ -16,7 +16,7 @@ import psycopg
 
 from tidings.domain.errors import NotFound
 from tidings.domain.states import TERMINAL_INTENT, IntentState
-from tidings.store.database import fetch_all, fetch_one
+from tidings.store import jobs
 
 Conn = psycopg.Connection[Any]
 
@@ -26,7 +26,7 @@ FAILURES = {IntentState.FAILED, IntentState.EXPIRED, IntentState.UNKNOWN}
 
 
 def job_status(conn: Conn, tenant: str, job_id: UUID) -> dict[str, Any]:
-    job = fetch_one(conn, "job_by_id", {"tenant_id": tenant, "id": job_id})
+    job = jobs.by_id(conn, tenant, job_id)
     if job is None:
         raise NotFound(f"no job {job_id}")
     counts: Counter[str] = Counter()
@@ -39,11 +39,11 @@ def job_status(conn: Conn, tenant: str, job_id: UUID) -> dict[str, Any]:
         cost: dict[str, Any] = job["final_cost"] or {}
         updated = job["updated_at"]
     else:
-        rows = fetch_all(conn, "job_counts", {"tenant_id": tenant, "job_id": job_id})
+        rows = jobs.counts(conn, tenant, job_id)
         for row in rows:
             counts[row["state"]] += row["n"]
             by_channel.setdefault(row["channel"], Counter())[row["state"]] += row["n"]
-        cost = fetch_one(conn, "job_segments", {"tenant_id": tenant, "job_id": job_id}) or {}
+        cost = jobs.segments(conn, tenant, job_id) or {}
         updated = max([job["updated_at"], *(r["updated_at"] for r in rows)])
     return {
         "id": job["id"],
@@ -87,18 +87,9 @@ def _status(stored: str, counts: Counter[str]) -> str:
 
 
 def job_recipients(conn: Conn, tenant: str, job_id: UUID, after: int, limit: int) -> dict[str, Any]:
-    if fetch_one(conn, "job_by_id", {"tenant_id": tenant, "id": job_id}) is None:
+    if jobs.by_id(conn, tenant, job_id) is None:
         raise NotFound(f"no job {job_id}")
-    rows = fetch_all(
-        conn,
-        "job_recipient_states",
-        {
-            "tenant_id": tenant,
-            "job_id": job_id,
-            "after": after,
-            "limit": limit,
-        },
-    )
+    rows = jobs.recipient_states(conn, tenant, job_id, after, limit)
     items = [
         {
             "recipient_ref": r["recipient_ref"],

@@ -34,7 +34,7 @@ from tidings.domain.errors import Conflict, InvalidInput, InvalidLine
 from tidings.domain.ids import uuid7
 from tidings.jobs.request import MAX_AUDIENCE, AudienceMember, parse_member
 from tidings.platform.vault import Vault
-from tidings.store.database import execute, fetch_one
+from tidings.store import audience_uploads, jobs, ledger
 
 Conn = psycopg.Connection[Any]
 
@@ -47,22 +47,6 @@ UPLOAD_TTL = timedelta(hours=24)
 # bounds what one tenant can leave staged in the shared database
 # (invariant 11). Used and expired uploads do not count.
 MAX_PENDING_UPLOADS = 10
-
-MEMBER_COLUMNS = (
-    "tenant_id",
-    "upload_id",
-    "seq",
-    "recipient_ref",
-    "phone_hash",
-    "phone_ciphertext",
-    "phone_country",
-    "email_hash",
-    "email_ciphertext",
-    "timezone",
-    "locale",
-    "preferences",
-    "variables",
-)
 
 
 class TooManyPendingUploads(Conflict):
@@ -138,15 +122,13 @@ def begin(
     Refused past `MAX_PENDING_UPLOADS`. Two uploads begun at the same moment
     may both pass the count: the overshoot is at most the uploads in flight
     (TIDINGS_UPLOADS_PER_TENANT per API process)."""
-    pending = fetch_one(conn, "count_pending_audience_uploads", {"tenant_id": tenant, "now": now})
-    if pending is not None and pending["n"] >= MAX_PENDING_UPLOADS:
+    if audience_uploads.pending_count(conn, tenant, now) >= MAX_PENDING_UPLOADS:
         raise TooManyPendingUploads(
             f"tenant {tenant!r} holds {MAX_PENDING_UPLOADS} unused uploads; create jobs from"
             " them or let them expire first"
         )
     upload_id = uuid7(now)
-    params = {"tenant_id": tenant, "id": upload_id, "actor": actor, "now": now}
-    execute(conn, "insert_audience_upload", {**params, "expires_at": now + ttl})
+    audience_uploads.insert(conn, tenant, upload_id, actor, now, now + ttl)
     return Staging(tenant, upload_id, vault, positions)
 
 
@@ -182,37 +164,32 @@ class Staging:
     def finish(self, conn: Conn) -> Upload:
         if self.size == 0:
             raise InvalidInput("audience", "at least one recipient is required")
-        key = {"tenant_id": self.tenant, "id": self.id}
-        duplicate = fetch_one(conn, "audience_upload_duplicate", key)
+        duplicate = audience_uploads.duplicate(conn, self.tenant, self.id)
         if duplicate is not None:
             first = self.positions.name(duplicate["first"])
             raise self.positions.error(
                 duplicate["again"], "ref", f"the recipient ref appears twice (first at {first})"
             )
         version = f"sha256:{self._digest.hexdigest()[:32]}"
-        params = {**key, "size": self.size, "version": version}
-        settled = fetch_one(conn, "settle_audience_upload", params)
+        settled = audience_uploads.settle(conn, self.tenant, self.id, self.size, version)
         assert settled is not None
         return Upload(**settled)
 
 
 def lock(conn: Conn, tenant: str, upload_id: UUID, now: datetime) -> dict[str, Any] | None:
     """The upload, locked for this transaction; None if unknown or expired."""
-    return fetch_one(
-        conn, "lock_audience_upload", {"tenant_id": tenant, "id": upload_id, "now": now}
-    )
+    return audience_uploads.lock(conn, tenant, upload_id, now)
 
 
 def freeze_into(conn: Conn, tenant: str, upload_id: UUID, job_id: UUID, now: datetime) -> None:
     """Copy the members into the job's frozen audience and consume the upload."""
-    params = {"tenant_id": tenant, "id": upload_id, "job_id": job_id, "now": now}
-    execute(conn, "store_upload_destinations", params)
-    execute(conn, "freeze_upload_recipients", params)
-    execute(conn, "consume_audience_upload", params)
+    ledger.store_upload_destinations(conn, tenant, upload_id, job_id, now)
+    jobs.freeze_upload_recipients(conn, tenant, upload_id, job_id, now)
+    audience_uploads.consume(conn, tenant, upload_id, job_id, now)
 
 
 def discard(conn: Conn, tenant: str, upload_id: UUID) -> None:
-    execute(conn, "discard_audience_upload", {"tenant_id": tenant, "id": upload_id})
+    audience_uploads.discard(conn, tenant, upload_id)
 
 
 def _chunks(
@@ -223,6 +200,7 @@ def _chunks(
 
 
 def _member_row(member: AudienceMember, vault: Vault) -> tuple[Any, ...]:
+    # The columns of copy_audience_upload_members after tenant, upload and seq.
     phone, email = member.phone, member.email
     return (
         member.ref,
@@ -247,8 +225,4 @@ def _canonical(row: tuple[Any, ...]) -> bytes:
 
 
 def _copy(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
-    with conn.cursor().copy(
-        f"COPY audience_upload_members ({', '.join(MEMBER_COLUMNS)}) FROM STDIN"
-    ) as copy:
-        for row in rows:
-            copy.write_row((*row[:-1], Jsonb(row[-1])))
+    audience_uploads.copy_members(conn, ((*row[:-1], Jsonb(row[-1])) for row in rows))

@@ -312,5 +312,5 @@ def open_calls_to(
 
 def quarantine_sending(conn: psycopg.Connection[Any], params: dict[str, Any]) -> bool:
     """Park a `sending` intent and its open attempt as `unknown` with a code
-    (quarantine.sql says why); False if the intent was no longer `sending`."""
+    (attempts.sql says why); False if the intent was no longer `sending`."""
     return fetch_one(conn, "quarantine_sending", params) is not None

@@ -219,3 +219,29 @@ def block_observed(
 def receipt_blocks(conn: Conn, tenant: str) -> list[dict[str, Any]]:
     """Blocks that receipts wrote: kind (opt_out, complaint, hard_bounce), provider, count."""
     return fetch_all(conn, "receipt_blocks", {"tenant_id": tenant})
+
+
+def lock_recipient(conn: Conn, tenant: str, ref: str, channel: str) -> None:
+    """Serialize claims for one recipient and channel until the transaction ends,
+    so counting recent sends and opening the next attempt cannot interleave."""
+    execute(conn, "lock_recipient", {"tenant_id": tenant, "ref": ref, "channel": channel})
+
+
+def recent_sends(
+    conn: Conn,
+    tenant: str,
+    ref: str,
+    channel: str,
+    *,
+    since: datetime,
+    purposes: Sequence[str] | None,
+) -> tuple[int, datetime | None]:
+    """Attempts that may have reached the provider since `since`: how many,
+    and when the oldest was made."""
+    row = fetch_one(
+        conn,
+        "recent_sends",
+        {"tenant_id": tenant, "ref": ref, "channel": channel, "since": since, "purposes": purposes},
+    )
+    assert row is not None
+    return int(row["count"]), row["oldest_at"]

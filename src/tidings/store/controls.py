@@ -6,6 +6,7 @@ the country is kept upper-case.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -46,3 +47,9 @@ def set_control(
 def controls_of(conn: Conn, tenant_id: str) -> list[Row]:
     """Every control the tenant ever set, on or off, by kind and scope."""
     return fetch_all(conn, "controls_of", {"tenant_id": tenant_id})
+
+
+def shadow_scopes(conn: Conn, tenants: Collection[str]) -> set[tuple[str, str, str]]:
+    """The (tenant, channel, country) scopes in shadow mode among these tenants."""
+    rows = fetch_all(conn, "shadow_controls", {"tenants": sorted(tenants)})
+    return {(r["tenant_id"], r["channel"], r["country"]) for r in rows}

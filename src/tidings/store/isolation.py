@@ -22,7 +22,7 @@ from uuid import UUID
 import psycopg
 
 from tidings.domain.errors import PolicyUnreadable
-from tidings.store import attempts
+from tidings.store import attempts, jobs
 from tidings.store.database import Database, execute
 
 log = logging.getLogger("tidings.isolation")
@@ -98,7 +98,7 @@ def quarantine_sending(
     conn: Conn, tenant_id: str, intent_id: UUID, now: datetime, error: BaseException, actor: str
 ) -> bool:
     """Park a `sending` intent the sweeper cannot recover as `unknown`
-    (quarantine.sql says why); False if it was no longer `sending`."""
+    (attempts.sql says why); False if it was no longer `sending`."""
     code = code_for(error)
     params = {
         "tenant_id": tenant_id,
@@ -120,5 +120,4 @@ def quarantine_job(
     picked, so the jobs behind it are prepared."""
     with db.transaction() as conn:
         code = note(conn, tenant_id, "prepare_job", f"job:{job_id}", error, now)
-        params = {"tenant_id": tenant_id, "id": job_id, "code": code, "now": now}
-        execute(conn, "quarantine_job", params)
+        jobs.quarantine(conn, tenant_id, job_id, code, now)

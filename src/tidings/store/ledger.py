@@ -6,7 +6,7 @@ the caller's own transaction (the outbox), the API and the workers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,6 +19,7 @@ from tidings.domain.intent import Attempt, Intent, TimelineEntry
 from tidings.domain.states import IntentState, is_terminal
 from tidings.domain.transitions import Event, next_state
 from tidings.store.database import Row, execute, fetch_all, fetch_one, records
+from tidings.store.queries import q
 
 Conn = psycopg.Connection[Any]
 
@@ -75,7 +76,7 @@ class Insert:
 
 def create_intent(conn: Conn, values: Mapping[str, Any]) -> Insert:
     """Insert the intent and its creation audit, only if `policy_version`
-    and `newest_revision` are still current (intents.sql explains)."""
+    and `newest_revision` are still current (ledger.sql explains)."""
     row = fetch_one(conn, "create_intent", values)
     assert row is not None  # the statement always answers one row
     created = Intent.from_row(row) if row["id"] is not None else None
@@ -208,3 +209,75 @@ def _transition_params(
 def timeline(conn: Conn, tenant_id: str, intent_id: UUID) -> list[TimelineEntry]:
     rows = fetch_all(conn, "timeline", {"tenant_id": tenant_id, "id": intent_id})
     return [TimelineEntry(**r) for r in rows]
+
+
+def intake_context(
+    conn: Conn, tenant_id: str, name: str, channel: str, revision: int | None
+) -> list[Row]:
+    """The current policy and a template's candidates, in one round trip."""
+    return fetch_all(
+        conn,
+        "intake_context",
+        {"tenant_id": tenant_id, "name": name, "channel": channel, "revision": revision},
+    )
+
+
+def touch_status(conn: Conn, tenant_id: str, intent_id: UUID, at: datetime) -> None:
+    """Note when the intent's delivery status last changed."""
+    execute(conn, "touch_status", {"tenant_id": tenant_id, "id": intent_id, "at": at})
+
+
+def heartbeat(conn: Conn, owner: str, ids: Sequence[UUID], lease_expires_at: datetime) -> int:
+    """Extend the leases this owner still holds; returns how many it held."""
+    return execute(
+        conn,
+        "heartbeat",
+        {"owner": owner, "ids": ids, "lease_expires_at": lease_expires_at},
+    )
+
+
+def quarantine_intent(
+    conn: Conn, tenant_id: str, intent_id: UUID, now: datetime, *, actor: str, error: str
+) -> Row | None:
+    """Park one claimable intent as failed/UNDECODABLE; None if it was not claimable."""
+    return fetch_one(
+        conn,
+        "quarantine_intent",
+        {"tenant_id": tenant_id, "id": intent_id, "now": now, "actor": actor, "error": error},
+    )
+
+
+def insert_job_page(conn: Conn, rows: Iterable[tuple[Any, ...]], excluded_inputs: Any) -> None:
+    """A job page's intents, with their transitions and events: COPYed into a
+    scratch table (rows in the columns of `copy_staged_intents`), then moved
+    in one statement; the decision inputs of the excluded ones ride along as
+    one JSON value."""
+    conn.execute(q("create_staged_intents"))
+    with conn.cursor().copy(q("copy_staged_intents")) as copy:
+        for row in rows:
+            copy.write_row(row)
+    fetch_one(conn, "move_staged_intents", {"inputs": excluded_inputs})
+    conn.execute(q("drop_staged_intents"))
+
+
+def store_job_destinations(conn: Conn, rows: Iterable[tuple[Any, ...]]) -> None:
+    """A job's own sealed destinations, each stored once: COPYed into a scratch
+    table (rows in the columns of `copy_staged_destinations`), since COPY
+    cannot skip the ones already known, then inserted from it."""
+    conn.execute(q("create_staged_destinations"))
+    with conn.cursor().copy(q("copy_staged_destinations")) as copy:
+        for row in rows:
+            copy.write_row(row)
+    conn.execute(q("store_staged_destinations"))
+    conn.execute(q("drop_staged_destinations"))
+
+
+def store_upload_destinations(
+    conn: Conn, tenant_id: str, upload_id: UUID, job_id: UUID, now: datetime
+) -> None:
+    """An audience upload's sealed destinations, kept for the job it becomes."""
+    execute(
+        conn,
+        "store_upload_destinations",
+        {"tenant_id": tenant_id, "id": upload_id, "job_id": job_id, "now": now},
+    )

@@ -2,6 +2,11 @@
 
 Each query starts with a `-- name: <name>` line; nobody hunts for SQL in
 Python strings.
+
+Every query is named from `store/` alone: a store module `store/X.py`
+names only the queries in `sql/queries/X.sql`, and every query file
+belongs to the store module of its name. Each table that holds state is
+written by one store module, its door; tests/unit/test_doors.py keeps both.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 
-from tidings.store.database import execute
+from tidings.store.database import Row, execute, fetch_one
 
 Conn = psycopg.Connection[Any]
 
@@ -37,4 +37,10 @@ def register(
             "size_bytes": size_bytes,
             "now": now,
         },
+    )
+
+
+def by_id(conn: Conn, tenant_id: str, report_id: str, revision: int) -> Row | None:
+    return fetch_one(
+        conn, "report_by_id", {"tenant_id": tenant_id, "id": report_id, "revision": revision}
     )

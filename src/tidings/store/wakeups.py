@@ -25,6 +25,7 @@ from typing import Any
 import psycopg
 
 from tidings.store.database import fetch_all
+from tidings.store.queries import q
 
 log = logging.getLogger("tidings.wakeups")
 
@@ -87,3 +88,8 @@ class Waker:
             if self._conn is not None:
                 self._conn.close()
             self._conn = None
+
+
+def listen(conn: psycopg.Connection[Any]) -> None:
+    """Have `conn` (autocommit, a worker's own) receive the wake-ups."""
+    conn.execute(q("listen_for_due_work"))

@@ -143,7 +143,7 @@ CREATE INDEX attempts_provider_message ON attempts (provider, provider_message_i
 CREATE INDEX attempts_checks ON attempts (next_check_at)
     WHERE state IN ('sending', 'accepted', 'unknown') AND next_check_at IS NOT NULL;
 -- Receipts find their attempt by the reference they echo, which names no
--- tenant (dispatch.sql, attempts_by_reference).
+-- tenant (attempts.sql, attempts_by_reference).
 CREATE INDEX attempts_key ON attempts (attempt_key);
 -- Calls that started and have no provider id yet: what a list search
 -- must rule out before it names a message as one attempt's (dispatch/lookup.py).

@@ -211,3 +211,43 @@ WHERE a.provider = %(provider)s AND a.provider_message_id IS NULL
 -- name: attempt_response_body
 UPDATE attempts SET response_body = %(response_body)s
 WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s;
+
+-- name: quarantine_sending
+-- Park one `sending` intent whose lease expired and which the sweeper
+-- cannot recover (its policy version missing or unreadable, the row
+-- undecodable): its call may have started, so it is never resent; the
+-- intent and its attempt end `unknown` with the code, audited, and nothing
+-- is read back into Python. Receipts still settle the attempt.
+WITH old AS (
+    SELECT tenant_id, id FROM intents
+    WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND state = 'sending'
+    FOR UPDATE
+), moved AS (
+    UPDATE intents i SET
+        state = 'unknown',
+        version = i.version + 1,
+        updated_at = %(now)s,
+        next_due_at = NULL,
+        terminal_at = %(now)s,
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        decision_code = %(code)s
+    FROM old
+    WHERE i.tenant_id = old.tenant_id AND i.id = old.id
+    RETURNING i.tenant_id, i.id, i.version, i.policy_version, i.attempt_count
+), settled AS (
+    UPDATE attempts a SET state = 'unknown', code = %(code)s, last_status_at = %(now)s,
+                          next_check_at = NULL
+    FROM moved m
+    WHERE a.tenant_id = m.tenant_id AND a.intent_id = m.id AND a.n = m.attempt_count
+      AND a.state = 'sending'
+), audit AS (
+    INSERT INTO transitions (tenant_id, intent_id, version, from_state, to_state, event,
+                             actor, input, policy_version, decision_code, at)
+    SELECT m.tenant_id, m.id, m.version, 'sending', 'unknown', 'quarantined', %(actor)s,
+           jsonb_build_object('code', %(code)s::text, 'error', %(error)s::text,
+                              'attempt', m.attempt_count),
+           m.policy_version, %(code)s, %(now)s
+    FROM moved m
+)
+SELECT tenant_id, id FROM moved;

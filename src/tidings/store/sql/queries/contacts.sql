@@ -62,15 +62,6 @@ WHERE i.tenant_id = %(tenant_id)s AND i.recipient_ref = %(ref)s AND i.channel = 
   AND (%(purposes)s::text[] IS NULL OR i.purpose = ANY(%(purposes)s::text[]))
   AND NOT (a.state = 'failed' AND a.accepted_at IS NULL);
 
--- name: consume_allowance
--- One counter per limit key and fixed window; zero rows back: no room.
-INSERT INTO rate_counters (tenant_id, scope, key, window_start, used)
-VALUES (%(tenant_id)s, %(scope)s, %(key)s, %(window_start)s, %(cost)s)
-ON CONFLICT (tenant_id, scope, key, window_start)
-DO UPDATE SET used = rate_counters.used + EXCLUDED.used
-WHERE rate_counters.used + EXCLUDED.used <= %(limit)s
-RETURNING used;
-
 -- name: opt_out_observed
 -- A provider's receipt said the recipient unsubscribed (or replied STOP).
 -- The first evidence stays: a later receipt for the same address adds nothing.

@@ -65,16 +65,6 @@ WHERE r.tenant_id = %(tenant_id)s AND r.job_id = %(job_id)s AND r.seq > %(after)
         ORDER BY seq LIMIT %(limit)s) page)
 ORDER BY r.seq, i.channel;
 
--- name: report_by_id
-SELECT * FROM reports WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND revision = %(revision)s;
-
--- name: insert_report
-INSERT INTO reports (tenant_id, id, revision, filename, content_type, location, size_bytes,
-                     created_at)
-VALUES (%(tenant_id)s, %(id)s, %(revision)s, %(filename)s, %(content_type)s, %(location)s,
-        %(size_bytes)s, %(now)s)
-ON CONFLICT (tenant_id, id, revision) DO NOTHING;
-
 -- name: contacts_by_refs
 SELECT * FROM contacts WHERE tenant_id = %(tenant_id)s AND ref = ANY(%(refs)s);
 
@@ -89,40 +79,44 @@ WHERE tenant_id = %(tenant_id)s AND destination_hash = ANY(%(hashes)s);
 SELECT id, evidence_ref, ref, channel, purpose, captured_at, revoked_at FROM consents
 WHERE tenant_id = %(tenant_id)s AND ref = ANY(%(refs)s);
 
--- name: move_staged_intents
--- Staged rows become intents, each with its creation audit, in one
--- statement; a page replayed after a crash inserts nothing twice.
-WITH created AS (
-    INSERT INTO intents SELECT * FROM staged_intents
-    ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-    RETURNING tenant_id, id, idempotency_key, version, state, policy_version, decision_code,
-              created_at, created_by, template_name, template_revision, job_id
-), audit AS (
-    -- An exclusion decided at preparation carries its decision's inputs.
-    INSERT INTO transitions (tenant_id, intent_id, version, from_state, to_state, event, actor,
-                             input, policy_version, decision_code, at)
-    SELECT c.tenant_id, c.id, c.version, NULL, c.state,
-           CASE WHEN c.state = 'pending' THEN 'create' ELSE 'create_excluded' END,
-           c.created_by,
-           jsonb_strip_nulls(jsonb_build_object(
-               'job_id', c.job_id, 'template', c.template_name,
-               'template_revision', c.template_revision, 'decision_inputs', s.inputs)),
-           c.policy_version, c.decision_code, c.created_at
-    FROM created c
-    LEFT JOIN jsonb_to_recordset(%(inputs)s::jsonb) AS s (idempotency_key text, inputs jsonb)
-           ON s.idempotency_key = c.idempotency_key
-), announced AS (
-    INSERT INTO events (tenant_id, type, intent_id, job_id, payload, created_at)
-    SELECT tenant_id, 'intent.' || state, id, job_id,
-           jsonb_build_object('intent_id', id, 'state', state, 'code', decision_code),
-           created_at
-    FROM created WHERE state <> 'pending'
-)
-SELECT count(*) AS created FROM created;
-
 -- name: notify_due_channels
 SELECT pg_notify('tidings_due', c) FROM unnest(%(channels)s::text[]) AS c;
 
 -- name: lock_job
 -- Pages of one job are prepared one at a time, whoever prepares them.
 SELECT * FROM jobs WHERE tenant_id = %(tenant_id)s AND id = %(id)s FOR UPDATE;
+
+-- name: quarantine_job
+-- A job whose preparation failed on its own rows or policy: no longer
+-- picked (claim_preparing_job), so the jobs behind it are prepared.
+UPDATE jobs SET quarantine_code = %(code)s, updated_at = %(now)s
+WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND status = 'preparing'
+RETURNING id;
+
+-- name: freeze_upload_recipients
+-- The same rows the inline path writes: a member named only by ref takes
+-- destinations, time zone, locale and preferences from its contact record
+-- as this transaction sees it; a member with a destination of its own
+-- takes nothing from the contact.
+INSERT INTO job_recipients (tenant_id, job_id, seq, recipient_ref, phone_hash, email_hash,
+                            phone_country, email_country, timezone, locale, preferences,
+                            variables)
+SELECT m.tenant_id, %(job_id)s, row_number() OVER (ORDER BY m.seq), m.recipient_ref,
+       coalesce(m.phone_hash, c.phone_hash), coalesce(m.email_hash, c.email_hash),
+       m.phone_country, NULL,
+       coalesce(m.timezone, c.timezone), coalesce(m.locale, c.locale),
+       CASE
+           WHEN cardinality(m.preferences) > 0 THEN m.preferences
+           WHEN jsonb_typeof(c.preferences -> 'channels') = 'array'
+               THEN ARRAY(SELECT jsonb_array_elements_text(c.preferences -> 'channels'))
+           ELSE '{}'
+       END,
+       m.variables
+FROM audience_upload_members m
+LEFT JOIN contacts c
+       ON c.tenant_id = m.tenant_id AND c.ref = m.recipient_ref
+      AND m.phone_hash IS NULL AND m.email_hash IS NULL
+WHERE m.tenant_id = %(tenant_id)s AND m.upload_id = %(id)s;
+
+-- name: copy_job_recipients
+COPY job_recipients (tenant_id, job_id, seq, recipient_ref, phone_hash, email_hash, phone_country, email_country, timezone, locale, preferences, variables) FROM STDIN

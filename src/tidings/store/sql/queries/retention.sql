@@ -191,3 +191,56 @@ WHERE NOT EXISTS (SELECT 1 FROM intents i WHERE i.tenant_id = d.tenant_id
                   AND d.destination_hash IN (c.phone_hash, c.email_hash))
   AND NOT EXISTS (SELECT 1 FROM job_recipients r WHERE r.tenant_id = d.tenant_id
                   AND d.destination_hash IN (r.phone_hash, r.email_hash));
+
+-- name: month_attempt_evidence_kept
+-- Intents of the month whose attempts, transitions or events must stay (at
+-- most `most` of them): not final yet, ended within their policy's attempt
+-- clock, or a job's intents whose job has no final counts yet (its cost is
+-- read from them). Each tenant's intents of the month are one range of its
+-- primary key.
+WITH clocks AS (
+    SELECT * FROM jsonb_to_recordset(%(clocks)s::jsonb)
+         AS c (tenant_id text, policy_version text, days int)
+)
+SELECT k.id
+FROM tenants t
+CROSS JOIN LATERAL (
+    SELECT i.id FROM intents i
+    LEFT JOIN clocks c ON c.tenant_id = i.tenant_id AND c.policy_version = i.policy_version
+    WHERE i.tenant_id = t.tenant_id AND i.id >= %(low)s AND i.id < %(high)s
+      AND i.attempts_purged_at IS NULL
+      AND (i.terminal_at IS NULL
+           OR i.terminal_at >= %(now)s - make_interval(days => coalesce(c.days, %(default_days)s))
+           OR (i.job_id IS NOT NULL AND NOT EXISTS (
+                   SELECT 1 FROM jobs j WHERE j.tenant_id = i.tenant_id AND j.id = i.job_id
+                     AND j.final_counts IS NOT NULL)))
+    LIMIT %(most)s
+) k
+LIMIT %(most)s;
+
+-- name: month_observations_kept
+-- Intents of the month whose receipts must stay (at most `most` of them,
+-- an intent possibly twice): not final yet, or with a receipt that arrived
+-- within its policy's observation clock.
+WITH clocks AS (
+    SELECT * FROM jsonb_to_recordset(%(clocks)s::jsonb)
+         AS c (tenant_id text, policy_version text, days int)
+)
+(SELECT k.id
+ FROM tenants t
+ CROSS JOIN LATERAL (
+     SELECT i.id FROM intents i
+     WHERE i.tenant_id = t.tenant_id AND i.id >= %(low)s AND i.id < %(high)s
+       AND i.terminal_at IS NULL
+     LIMIT %(most)s) k
+ LIMIT %(most)s)
+UNION ALL
+(SELECT o.intent_id
+ FROM observations o
+ JOIN intents i ON i.tenant_id = o.tenant_id AND i.id = o.intent_id
+ LEFT JOIN clocks c ON c.tenant_id = i.tenant_id AND c.policy_version = i.policy_version
+ WHERE o.intent_id >= %(low)s AND o.intent_id < %(high)s
+   -- no clock is longer: most of a due month is ruled out unjoined
+   AND o.received_at >= %(now)s - make_interval(days => %(longest_days)s)
+   AND o.received_at >= %(now)s - make_interval(days => coalesce(c.days, %(default_days)s))
+ LIMIT %(most)s);

@@ -108,14 +108,6 @@ FROM chosen LEFT JOIN (
     ) AS woke ON true
 ) ON true;
 
--- name: wake_workers
--- The waker's NOTIFY (store/wakeups.py), a transaction of its own that
--- writes nothing else: its commit need not wait for the WAL to reach disk
--- (a wake-up lost in a crash costs latency, never an intent), so the
--- notification queue's lock is held for as short a time as it can be.
-SELECT set_config('synchronous_commit', 'off', true), pg_notify('tidings_due', c)
-FROM unnest(%(channels)s::text[]) AS c;
-
 -- name: intent_by_key
 SELECT * FROM intents WHERE tenant_id = %(tenant_id)s AND idempotency_key = %(idempotency_key)s;
 
@@ -195,3 +187,186 @@ WHERE tenant_id = %(tenant_id)s AND id = %(id)s;
 -- provider_deferred transition in its audit trail.
 SELECT count(*) AS count FROM transitions
 WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND event = 'provider_deferred';
+
+-- name: heartbeat
+-- Rows locked right now (a group's answers being recorded, a cancel) are
+-- skipped, not waited for: their move ends or renews the lease anyway, and
+-- waiting on them, in whatever order the rows come, deadlocked against the
+-- same worker's recording of a group.
+-- The outer match is on the primary key: by `id` alone it is a scan of
+-- the table for each leased row (docs/benchmarks.md, "Measurements behind
+-- the code").
+UPDATE intents SET lease_expires_at = %(lease_expires_at)s
+WHERE (tenant_id, id) IN (
+    SELECT tenant_id, id FROM intents
+    WHERE state = 'sending' AND lease_owner = %(owner)s AND id = ANY(%(ids)s)
+    FOR UPDATE SKIP LOCKED
+);
+
+-- name: quarantine_intent
+-- Park one claimable intent the worker could not decode: `failed` with the
+-- code UNDECODABLE, audited and announced like any move, and nothing in it
+-- read back into Python. A tenant time outside the bounds the database
+-- checks (a row written around them) is cleared, so the row passes those
+-- checks again; the audit keeps what it was, as text.
+WITH old AS (
+    SELECT tenant_id, id, state,
+           jsonb_build_object('expires_at', expires_at::text, 'not_before', not_before::text,
+                              'next_due_at', next_due_at::text) AS was
+    FROM intents
+    WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND state IN ('pending', 'resend_due')
+    FOR UPDATE
+), moved AS (
+    UPDATE intents i SET
+        state = 'failed',
+        version = i.version + 1,
+        updated_at = %(now)s,
+        next_due_at = NULL,
+        terminal_at = %(now)s,
+        decision_code = 'UNDECODABLE',
+        expires_at = CASE WHEN i.expires_at >= '1970-01-01 00:00:00+00'
+                           AND i.expires_at < '9000-01-01 00:00:00+00' THEN i.expires_at END,
+        not_before = CASE WHEN i.not_before >= '1970-01-01 00:00:00+00'
+                           AND i.not_before < '9000-01-01 00:00:00+00' THEN i.not_before END
+    FROM old
+    WHERE i.tenant_id = old.tenant_id AND i.id = old.id
+    RETURNING i.tenant_id, i.id, i.version, i.state, i.job_id, i.idempotency_key,
+              i.event_class, i.channel, i.correlation_id, i.policy_version
+), audit AS (
+    INSERT INTO transitions (tenant_id, intent_id, version, from_state, to_state, event,
+                             actor, input, policy_version, decision_code, at)
+    SELECT m.tenant_id, m.id, m.version, o.state, m.state, 'quarantined', %(actor)s,
+           jsonb_build_object('code', 'UNDECODABLE', 'error', %(error)s::text) || o.was,
+           m.policy_version, 'UNDECODABLE', %(now)s
+    FROM moved m JOIN old o ON o.tenant_id = m.tenant_id AND o.id = m.id
+), announced AS (
+    INSERT INTO events (tenant_id, type, intent_id, job_id, payload, created_at)
+    SELECT m.tenant_id, 'intent.failed', m.id, m.job_id,
+           jsonb_build_object(
+               'intent_id', m.id, 'idempotency_key', m.idempotency_key, 'state', m.state,
+               'event_class', m.event_class, 'channel', m.channel, 'code', 'UNDECODABLE',
+               'cancel_reason', NULL, 'correlation_id', m.correlation_id,
+               'version', m.version, 'at', %(now)s),
+           %(now)s
+    FROM moved m
+)
+SELECT tenant_id, id FROM moved;
+
+-- name: move_staged_intents
+-- Staged rows become intents, each with its creation audit, in one
+-- statement; a page replayed after a crash inserts nothing twice.
+WITH created AS (
+    INSERT INTO intents SELECT * FROM staged_intents
+    ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+    RETURNING tenant_id, id, idempotency_key, version, state, policy_version, decision_code,
+              created_at, created_by, template_name, template_revision, job_id
+), audit AS (
+    -- An exclusion decided at preparation carries its decision's inputs.
+    INSERT INTO transitions (tenant_id, intent_id, version, from_state, to_state, event, actor,
+                             input, policy_version, decision_code, at)
+    SELECT c.tenant_id, c.id, c.version, NULL, c.state,
+           CASE WHEN c.state = 'pending' THEN 'create' ELSE 'create_excluded' END,
+           c.created_by,
+           jsonb_strip_nulls(jsonb_build_object(
+               'job_id', c.job_id, 'template', c.template_name,
+               'template_revision', c.template_revision, 'decision_inputs', s.inputs)),
+           c.policy_version, c.decision_code, c.created_at
+    FROM created c
+    LEFT JOIN jsonb_to_recordset(%(inputs)s::jsonb) AS s (idempotency_key text, inputs jsonb)
+           ON s.idempotency_key = c.idempotency_key
+), announced AS (
+    INSERT INTO events (tenant_id, type, intent_id, job_id, payload, created_at)
+    SELECT tenant_id, 'intent.' || state, id, job_id,
+           jsonb_build_object('intent_id', id, 'state', state, 'code', decision_code),
+           created_at
+    FROM created WHERE state <> 'pending'
+)
+SELECT count(*) AS created FROM created;
+
+-- name: attempts_of
+SELECT * FROM attempts WHERE tenant_id = %(tenant_id)s AND intent_id = %(id)s ORDER BY n;
+
+-- name: timeline
+-- Everything known about one intent, in the order it happened.
+SELECT at, kind, from_state, to_state, event, actor, policy_version, detail
+FROM (
+    SELECT t.at, 'transition' AS kind, t.from_state, t.to_state, t.event, t.actor,
+           t.policy_version,
+           jsonb_strip_nulls(jsonb_build_object(
+               'version', t.version, 'code', t.decision_code, 'input', t.input)) AS detail,
+           0 AS tiebreak, t.id AS seq
+    FROM transitions t
+    WHERE t.tenant_id = %(tenant_id)s AND t.intent_id = %(id)s
+    UNION ALL
+    SELECT a.created_at, 'attempt', NULL, a.state, 'attempt_' || a.n, 'worker', NULL,
+           jsonb_strip_nulls(jsonb_build_object(
+               'n', a.n, 'provider', a.provider, 'provider_message_id', a.provider_message_id,
+               'attempt_key', a.attempt_key, 'code', a.code, 'segments', a.segments,
+               'encoding', a.encoding, 'accepted_at', a.accepted_at,
+               'last_status_at', a.last_status_at)),
+           1, a.n
+    FROM attempts a
+    WHERE a.tenant_id = %(tenant_id)s AND a.intent_id = %(id)s
+    UNION ALL
+    SELECT coalesce(o.occurred_at, o.received_at), 'observation', NULL, o.status,
+           o.source, 'provider:' || o.provider, NULL,
+           jsonb_strip_nulls(jsonb_build_object(
+               'attempt', o.attempt_n, 'raw_status', o.raw_status, 'code', o.code,
+               'effect', o.effect, 'received_at', o.received_at)),
+           2, o.id
+    FROM observations o
+    WHERE o.tenant_id = %(tenant_id)s AND o.intent_id = %(id)s
+    UNION ALL
+    -- What retention took, so a short timeline is never mistaken for a
+    -- short history (docs/retention.md).
+    -- Row by row (attempts_purged_at), or with its whole month's partitions
+    -- (unless its rows were kept apart: its creation is still audited).
+    SELECT coalesce(i.attempts_purged_at, m.attempts_dropped_at), 'retention', NULL, NULL,
+           'attempt_evidence_purged', 'retention', i.policy_version,
+           '{"removed": ["attempts", "transitions", "events"]}'::jsonb, 3, 0
+    FROM intents i
+    LEFT JOIN evidence_months m
+           ON i.id >= m.lower_id AND i.id < m.upper_id AND m.attempts_dropped_at IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM transitions t
+                          WHERE t.tenant_id = i.tenant_id AND t.intent_id = i.id)
+    WHERE i.tenant_id = %(tenant_id)s AND i.id = %(id)s
+      AND coalesce(i.attempts_purged_at, m.attempts_dropped_at) IS NOT NULL
+) entries
+ORDER BY at, tiebreak, seq;
+
+-- name: store_upload_destinations
+INSERT INTO destinations (tenant_id, destination_hash, channel, ciphertext, country, created_at)
+SELECT DISTINCT ON (tenant_id, destination_hash) tenant_id, destination_hash, channel,
+       ciphertext, country, %(now)s
+FROM (
+    SELECT tenant_id, phone_hash AS destination_hash, 'sms' AS channel,
+           phone_ciphertext AS ciphertext, phone_country AS country
+    FROM audience_upload_members
+    WHERE tenant_id = %(tenant_id)s AND upload_id = %(id)s AND phone_hash IS NOT NULL
+    UNION ALL
+    SELECT tenant_id, email_hash, 'email', email_ciphertext, NULL
+    FROM audience_upload_members
+    WHERE tenant_id = %(tenant_id)s AND upload_id = %(id)s AND email_hash IS NOT NULL
+) staged
+ON CONFLICT (tenant_id, destination_hash) DO NOTHING;
+
+-- name: create_staged_destinations
+CREATE TEMP TABLE staged_destinations (LIKE destinations) ON COMMIT DROP
+
+-- name: copy_staged_destinations
+COPY staged_destinations (tenant_id, destination_hash, channel, ciphertext, country, created_at) FROM STDIN
+
+-- name: store_staged_destinations
+INSERT INTO destinations SELECT DISTINCT ON (tenant_id, destination_hash) * FROM staged_destinations ON CONFLICT (tenant_id, destination_hash) DO NOTHING
+
+-- name: drop_staged_destinations
+DROP TABLE staged_destinations
+
+-- name: create_staged_intents
+CREATE TEMP TABLE staged_intents (LIKE intents INCLUDING DEFAULTS) ON COMMIT DROP
+
+-- name: copy_staged_intents
+COPY staged_intents (tenant_id, id, idempotency_key, request_hash, channel, state, recipient_ref, destination_hash, country, timezone, locale, template_name, template_revision, variables, purpose, event_class, job_id, job_seq, policy_version, decision_code, resend_budget, expires_at, next_due_at, created_by, created_at, terminal_at, updated_at, report_id, report_revision) FROM STDIN
+
+-- name: drop_staged_intents
+DROP TABLE staged_intents

@@ -1,0 +1,50 @@
+"""The claim: due intents of one channel, locked for this worker's batch.
+
+The one place the claim's SQL is named (dispatch/claim.py decides what to do
+with what it returns; the moves go through store/ledger.py). A claim is one
+round trip: the row carries what the gate and the send need.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from tidings.store.database import Row, fetch_all
+
+Conn = psycopg.Connection[Any]
+
+
+def _params(channel: str, now: datetime, limit: int, account: str) -> dict[str, Any]:
+    return {"channel": channel, "now": now, "limit": limit, "account": account}
+
+
+def due(conn: Conn, *, channel: str, now: datetime, limit: int, account: str) -> list[Row]:
+    """The due batch, locked (SKIP LOCKED: workers share the queue)."""
+    return fetch_all(conn, "claim_due", _params(channel, now, limit, account))
+
+
+def one(
+    conn: Conn,
+    tenant_id: str,
+    intent_id: UUID,
+    *,
+    channel: str,
+    now: datetime,
+    limit: int,
+    account: str,
+) -> list[Row]:
+    """That one intent, locked, if it is due (a batch claimed row by row)."""
+    params = {**_params(channel, now, limit, account), "tenant_id": tenant_id, "id": intent_id}
+    return fetch_all(conn, "claim_one", params)
+
+
+def due_ids(
+    conn: Conn, *, channel: str, now: datetime, limit: int, account: str
+) -> list[tuple[str, UUID]]:
+    """What `due` would lock, by id alone: no column a worker might fail to decode."""
+    rows = fetch_all(conn, "claim_due_ids", _params(channel, now, limit, account))
+    return [(r["tenant_id"], r["id"]) for r in rows]
