@@ -47,9 +47,9 @@ PUBLIC = {
     # Which provider the reliability run plays each day: .ci/run and
     # docs/testing.md call it from the shell.
     "providers/catalog.py:played_profiles",
-    # Only tests call these two; they sit in providers/ and store/, which the
-    # catalog and one-writer branches are rewriting, so they move to tests/
-    # there, and leave this list at the merge.
+    # Observers of state their class keeps to itself (the accounts a
+    # reload retired; the clock's offset from the database), read by tests
+    # and kept beside that state so they cannot drift from it.
     "providers/accounts.py:ProviderAccounts.retired",
     "store/database_clock.py:DatabaseClock.offset_seconds",
 }
