@@ -8,6 +8,7 @@ transaction commits (invariant 2).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -51,6 +52,18 @@ class ClaimRequest:
     owner: str
     lease_seconds: float
     provider: str
+    # The part of the batch single intents may take while jobs wait too.
+    urgent_share: float = 0.9
+
+    def params(self, now: datetime) -> dict[str, Any]:
+        """The claim statement's parameters (sql/fragments/due_lanes.sql)."""
+        return {
+            "channel": self.channel,
+            "now": now,
+            "limit": self.limit,
+            "urgent_limit": max(1, math.ceil(self.limit * self.urgent_share)),
+            "account": self.provider,
+        }
 
 
 def claim_batch(
@@ -64,12 +77,7 @@ def claim_batch(
     it is due (dispatch/quarantine.py claims an unreadable batch so)."""
     if provider_pauses.paused_until(conn, request.provider, now) is not None:
         return []  # the provider said "back off": every worker waits (dispatch/backoff.py)
-    params: dict[str, Any] = {
-        "channel": request.channel,
-        "now": now,
-        "limit": request.limit,
-        "account": request.provider,
-    }
+    params = request.params(now)
     if only is None:
         rows = fetch_all(conn, "claim_due", params)
     else:

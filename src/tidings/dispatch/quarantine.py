@@ -45,14 +45,9 @@ def claim_row_by_row(
     db: Database, request: ClaimRequest, now: datetime, facts: RecipientFacts
 ) -> list[Claimed]:
     """The batch `claim_batch` could not read whole, one intent per transaction."""
-    params = {
-        "channel": request.channel,
-        "now": now,
-        "limit": request.limit,
-        "account": request.provider,
-    }
     with db.transaction() as conn:
-        ids = [(r["tenant_id"], r["id"]) for r in fetch_all(conn, "claim_due_ids", params)]
+        rows = fetch_all(conn, "claim_due_ids", request.params(now))
+        ids = [(r["tenant_id"], r["id"]) for r in rows]
 
     def one(conn: psycopg.Connection[Any], tenant_id: str, intent_id: UUID) -> list[Claimed]:
         return claim_batch(conn, request, now, facts, only=(tenant_id, intent_id))

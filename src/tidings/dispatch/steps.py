@@ -67,6 +67,9 @@ RECORD_TRIES = 3
 @dataclass
 class WorkerConfig:
     batch_size: int = 256
+    # The part of a claim single intents may take while jobs wait too
+    # (Settings.urgent_share).
+    urgent_share: float = 0.9
     concurrency: Mapping[str, int] = field(default_factory=lambda: {"sms": 8, "email": 8})
     lease_seconds: float = 30.0
     idle_wait: float = 1.0
@@ -149,7 +152,12 @@ class WorkerSteps:
 
     def claim(self, channel: str, limit: int) -> list[Claimed]:
         request = ClaimRequest(
-            channel, limit, self.owner, self.config.lease_seconds, self.adapters[channel].account
+            channel,
+            limit,
+            self.owner,
+            self.config.lease_seconds,
+            self.adapters[channel].account,
+            urgent_share=self.config.urgent_share,
         )
         try:
             with self.runtime.db.transaction() as conn:

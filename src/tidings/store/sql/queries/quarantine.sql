@@ -1,24 +1,10 @@
 -- name: claim_due_ids
 -- The claim's batch by id alone (dispatch/quarantine.py): what claim_due
--- would lock, without any column a worker might fail to decode. Only read
+-- takes, without any column a worker might fail to decode. Only read
 -- when the batch could not be claimed whole.
-SELECT i.tenant_id, i.id
-FROM intents i
-WHERE i.state IN ('pending', 'resend_due')
-  AND i.channel = %(channel)s
-  AND i.next_due_at <= %(now)s
-  AND NOT EXISTS (
-      SELECT 1 FROM controls c
-      WHERE c.tenant_id = i.tenant_id AND c.kind = 'kill_switch' AND c.enabled
-        AND c.channel IN ('', i.channel) AND c.country IN ('', coalesce(i.country, '')))
-  AND NOT EXISTS (
-      -- A tenant whose own traffic drew the account's back-off answers
-      -- waits out its own hold; the others go on (dispatch/backoff.py).
-      SELECT 1 FROM provider_backoffs b
-      WHERE b.tenant_id = i.tenant_id AND b.account = %(account)s
-        AND b.held_until > %(now)s)
-ORDER BY i.next_due_at, i.id
-LIMIT %(limit)s;
+WITH /* include: due_lanes */
+SELECT p.tenant_id, p.id FROM picked p
+ORDER BY p.lane_order, p.next_due_at, p.id;
 
 -- name: claim_one
 -- claim_due for one intent: the same columns (a test compares the two
