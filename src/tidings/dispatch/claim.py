@@ -43,6 +43,10 @@ class Claimed:
     policy: Policy
     # Read with the claim, so the send needs no further round trip for it.
     destination_ciphertext: bytes | None = None
+    # What the claim read of the destination: an opt-out or suppression
+    # committed after it stops the call (the call-started mark checks).
+    opted_out: bool = False
+    suppressed: bool = False
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,12 @@ def claim_batch(
         moves.add(_apply(conn, intent, result, request, now))
     moves.flush()
     return [
-        replace(c, destination_ciphertext=by_id[c.intent.id]["destination_ciphertext"])
+        replace(
+            c,
+            destination_ciphertext=by_id[c.intent.id]["destination_ciphertext"],
+            opted_out=bool(by_id[c.intent.id]["fact_opted_out"]),
+            suppressed=by_id[c.intent.id]["fact_suppressed"] is not None,
+        )
         for c in moves.claimed
     ]
 

@@ -332,7 +332,12 @@ class WorkerSteps:
 
     def _mark_started(self, claims: Sequence[Claimed]) -> dict[Hashable, Verdict]:
         marks = [
-            CallMark(AttemptRef(c.intent.tenant_id, c.intent.id, c.n), c.intent.version)
+            CallMark(
+                AttemptRef(c.intent.tenant_id, c.intent.id, c.n),
+                c.intent.version,
+                opted_out=c.opted_out,
+                suppressed=c.suppressed,
+            )
             for c in claims
         ]
         with self.runtime.db.statements() as conn:
@@ -346,6 +351,10 @@ class WorkerSteps:
             with self.runtime.db.transaction() as conn:
                 if verdict is Verdict.KILLED:
                     outcome = record_released(conn, claimed, now, code="KILL_SWITCH")
+                elif verdict is Verdict.STOPPED:
+                    # Due again at once: the gate reads the opt-out or
+                    # suppression and decides, with its own code.
+                    outcome = record_released(conn, claimed, now, code="RECIPIENT_STOPPED")
                 elif verdict is Verdict.EXPIRED:
                     # Due again at once: the gate expires it, as any claim would.
                     outcome = record_released(conn, claimed, now, code="EXPIRED")
@@ -414,4 +423,6 @@ def _verdict(found: MarkResult | None) -> Verdict:
         return Verdict.WITHDRAWN
     if found.killed:
         return Verdict.KILLED
+    if found.stopped:
+        return Verdict.STOPPED
     return Verdict.GO if found.marked else Verdict.WITHDRAWN
