@@ -73,7 +73,7 @@ def _take(conn: Conn, tenant: str, key: LimitKey, now: datetime) -> bool:
         conn,
         "consume_allowance",
         {
-            "tenant_id": tenant,
+            "tenant_id": key.counted_for(tenant),
             "scope": key.scope,
             "key": key.key,
             "window_start": key.window_start(now),

@@ -11,7 +11,10 @@ CREATE TABLE tenants (
     tenant_id   text        NOT NULL,
     name        text        NOT NULL,
     created_at  timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (tenant_id)
+    PRIMARY KEY (tenant_id),
+    -- A provider account's rate counters are kept under the empty tenant
+    -- id, the deployment's (domain/limits.py, LimitKey.counted_for).
+    CONSTRAINT tenants_id_not_empty CHECK (tenant_id <> '')
 );
 
 -- A destination is stored once, encrypted, and referenced by a keyed hash.

@@ -10,3 +10,8 @@ CREATE INDEX intents_due_job ON intents (tenant_id, job_id, channel, next_due_at
 -- The jobs sending now: the claim's bulk lanes.
 CREATE INDEX jobs_sending ON jobs (tenant_id, id)
     WHERE status IN ('preparing', 'dispatching');
+
+-- A provider account's rate counters are the deployment's, kept under the
+-- empty tenant id (domain/limits.py, LimitKey.counted_for): no tenant may
+-- have it.
+ALTER TABLE tenants ADD CONSTRAINT tenants_id_not_empty CHECK (tenant_id <> '');
