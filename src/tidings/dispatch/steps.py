@@ -48,7 +48,7 @@ from tidings.dispatch.sweep import sweep
 from tidings.dispatch.window import Window
 from tidings.jobs.prepare import prepare_next
 from tidings.observability.alerts import AlertSweeper
-from tidings.observability.process_metrics import record_call_withheld
+from tidings.observability.process_metrics import record_call_withheld, record_claim
 from tidings.platform.logging import job_context, log_context
 from tidings.platform.outbound import AddressPolicy, OutboundClient
 from tidings.providers.accounts import Factory, ProviderAccounts, from_environment
@@ -159,6 +159,7 @@ class WorkerSteps:
             self.adapters[channel].account,
             urgent_share=self.config.urgent_share,
         )
+        started = time.monotonic()
         try:
             with self.runtime.db.transaction() as conn:
                 claimed = claim_batch(conn, request, self.runtime.clock.now(), self.facts)
@@ -169,6 +170,8 @@ class WorkerSteps:
             claimed = claim_row_by_row(
                 self.runtime.db, request, self.runtime.clock.now(), self.facts
             )
+        urgent = sum(1 for c in claimed if c.intent.job_id is None)
+        record_claim(channel, time.monotonic() - started, urgent, len(claimed) - urgent)
         if claimed:
             faults.point("after_claim")
         return claimed

@@ -36,6 +36,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from tidings.domain.states import IntentState
+from tidings.observability.lane_metrics import LANE_METRICS, lane_families
 from tidings.observability.process_metrics import PROCESS_METRICS, PROCESS_REGISTRY
 from tidings.observability.transition_rows import allowed_transitions
 from tidings.runtime import Runtime
@@ -85,6 +86,7 @@ LEDGER_METRICS: tuple[str, ...] = (
     "tidings_unknown_intents",
     "tidings_provider_paused_seconds",
     "tidings_provider_tenant_held_seconds",
+    *LANE_METRICS,
 )
 METRIC_NAMES: tuple[str, ...] = LEDGER_METRICS + PROCESS_METRICS
 
@@ -123,6 +125,7 @@ def _ledger_families(conn: psycopg.Connection[Any], now: datetime) -> Iterator[M
     yield _intents(by_state, tenants)
     yield from _codes(fetch_all(conn, "metrics_intents_by_code", {}))
     yield from _due(fetch_all(conn, "metrics_due", {"now": now}), tenants, now)
+    yield from lane_families(conn, now, tenants)
     yield from _unreconciled(fetch_all(conn, "metrics_unreconciled", {}), now)
     yield _last_reconciliation(fetch_all(conn, "metrics_last_reconciliation", {}))
     yield from _poll_lag(fetch_all(conn, "metrics_poll_lag", {"now": now}), tenants, now)
