@@ -407,7 +407,9 @@ def test_an_intent_that_expired_unsent_is_counted(tidings: Tidings, clock: Manua
     worker(tidings, simulator(clock)).dispatch_once()  # the gate expires it
     m = scrape(tidings)
     assert (
-        value(m, "tidings_expired_unsent_intents", tenant=tidings.tenant, event_class="waitlist_offer")
+        value(
+            m, "tidings_expired_unsent_intents", tenant=tidings.tenant, event_class="waitlist_offer"
+        )
         == 1
     )
 
