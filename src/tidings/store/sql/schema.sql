@@ -81,7 +81,7 @@ CREATE INDEX intents_due ON intents (channel, next_due_at, id)
     WHERE state IN ('pending', 'resend_due');
 -- The claim's lanes (sql/fragments/due_lanes.sql): single intents, and
 -- each sending job's own, so no lane reads another's backlog.
-CREATE INDEX intents_due_single ON intents (channel, next_due_at, id)
+CREATE INDEX intents_due_single ON intents (channel, tenant_id, next_due_at, id)
     WHERE state IN ('pending', 'resend_due') AND job_id IS NULL;
 CREATE INDEX intents_due_job ON intents (tenant_id, job_id, channel, next_due_at, id)
     WHERE state IN ('pending', 'resend_due') AND job_id IS NOT NULL;

@@ -1,9 +1,9 @@
 -- Issue #36. The claim takes due intents by lane (sql/fragments/due_lanes.sql):
--- single intents first, oldest due first; then each sending job's oldest
--- due intents. Each lane walks an index of its own claimable rows, so a
+-- single intents first, each tenant's oldest due; then each sending job's
+-- oldest due intents. Each lane walks an index of its own claimable rows, so a
 -- job's backlog is never read to find a single intent, nor one job's rows
 -- to find another's.
-CREATE INDEX intents_due_single ON intents (channel, next_due_at, id)
+CREATE INDEX intents_due_single ON intents (channel, tenant_id, next_due_at, id)
     WHERE state IN ('pending', 'resend_due') AND job_id IS NULL;
 CREATE INDEX intents_due_job ON intents (tenant_id, job_id, channel, next_due_at, id)
     WHERE state IN ('pending', 'resend_due') AND job_id IS NOT NULL;

@@ -5,7 +5,7 @@
 -- claim is one round trip for the whole batch: the destination's
 -- ciphertext, its opt-out and suppression, the contact's time zone and
 -- consent evidence.
-WITH /* include: due_lanes */
+WITH RECURSIVE /* include: due_lanes */
 SELECT i.*, d.ciphertext AS destination_ciphertext,
        EXISTS (SELECT 1 FROM opt_outs o
                WHERE o.tenant_id = i.tenant_id AND o.channel = i.channel
@@ -26,7 +26,7 @@ FROM picked p
 JOIN intents i ON i.tenant_id = p.tenant_id AND i.id = p.id
 LEFT JOIN destinations d
        ON d.tenant_id = i.tenant_id AND d.destination_hash = i.destination_hash
-ORDER BY p.lane_order, p.next_due_at, p.id;
+ORDER BY p.place;
 
 -- name: shadow_controls
 SELECT tenant_id, channel, country FROM controls

@@ -2,9 +2,9 @@
 -- The claim's batch by id alone (dispatch/quarantine.py): what claim_due
 -- takes, without any column a worker might fail to decode. Only read
 -- when the batch could not be claimed whole.
-WITH /* include: due_lanes */
+WITH RECURSIVE /* include: due_lanes */
 SELECT p.tenant_id, p.id FROM picked p
-ORDER BY p.lane_order, p.next_due_at, p.id;
+ORDER BY p.place;
 
 -- name: claim_one
 -- claim_due for one intent: the same columns (a test compares the two
