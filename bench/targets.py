@@ -54,6 +54,10 @@ TARGETS = (
            "procrastinate.http_worker", 2.5),
     Target("p50 create-to-call < 10 ms at half load", "latency.p50", None, 10.0, below=True),
     Target("p99 create-to-call < 50 ms at half load", "latency.p99", None, 50.0, below=True),
+    Target("urgent create-to-call p99 beside a 100k job < 1,000 ms", "lanes.urgent_p99_ms", None,
+           1000.0, below=True),
+    Target("a job's throughput beside 20 urgent/s ≥ 0.9x the job alone", "lanes.job_ratio", None,
+           0.9),
     Target(
         "time per recipient at 1M within 1.2x of 10k",
         "scale.ratio_1M",

@@ -12,7 +12,9 @@ from collections.abc import Callable
 from bench.context import Context
 from bench.model import ScenarioResult
 
-ORDER = ("baselines", "dispatch", "http", "creation", "latency", "reconcile", "scale", "purge")
+ORDER = (
+    "baselines", "dispatch", "http", "creation", "latency", "reconcile", "scale", "purge", "lanes",
+)  # fmt: skip
 _MODULES = {
     "baselines": "bench.baselines",
     "dispatch": "bench.scenarios.dispatch",
@@ -22,6 +24,7 @@ _MODULES = {
     "reconcile": "bench.scenarios.reconcile",
     "scale": "bench.scenarios.scale",
     "purge": "bench.scenarios.purge",
+    "lanes": "bench.scenarios.lanes",
 }
 
 

@@ -376,3 +376,36 @@ def test_an_empty_tenant_renders_every_page(tidings: Tidings) -> None:
         assert 'href="/ops/static/console.css"' in overview.text
         assert client.get("/ops/jobs").status_code == 200
         assert client.get("/ops/intents/not-a-uuid").status_code == 404
+
+
+def test_the_overview_shows_each_lanes_queue(tidings: Tidings, clock: ManualClock) -> None:
+    tidings.publish_template("ping", channel="email", subject="Ping", body="Ping.")
+    tidings.notify(
+        idempotency_key="ping:1",
+        channel="email",
+        recipient={"ref": "u-1", "email": "u1@example.com"},
+        template="ping",
+        purpose="transactional",
+        event_class="ping",
+    )
+    tidings.create_job(
+        idempotency_key="pings",
+        event_class="ping",
+        purpose="transactional",
+        template="ping",
+        channels=["email"],
+        audience=[{"ref": f"u-{i}", "email": f"u{i}@example.com"} for i in range(3)],
+    )
+    tidings.prepare_jobs()
+    clock.advance(42)
+    with tidings.db.transaction() as conn:
+        _, key = api_keys.create_key(conn, tidings.tenant, ["read"], "lanes", vault=tidings.vault)
+    app = FastAPI()
+    app.include_router(console_router(tidings.runtime), prefix="/ops")
+    with TestClient(app) as client:
+        token = client.get("/ops/") and client.cookies["tidings_console_csrf"]
+        client.post("/ops/login", data={"key": key, "csrf": token})
+        text = " ".join(client.get("/ops/").text.split())
+    assert "by lane" in text
+    assert '<td>email</td><td>urgent</td><td class="num">1</td><td class="num">42s' in text
+    assert '<td>email</td><td>bulk</td><td class="num">3</td>' in text

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -277,6 +278,44 @@ def test_a_deadline_passed_while_waiting_for_the_call_stops_it(
     assert w.dispatch_once() == 0  # the gate expires it instead of claiming it
     assert tidings.get(intent.id).state is IntentState.EXPIRED
     assert sends(core) == []
+
+
+def test_a_stop_after_the_claim_stops_the_call(tidings: Tidings, clock: ManualClock) -> None:
+    """Seed 003: hard suppression is read again immediately before dispatch.
+    A STOP that committed between the claim and the call means no call."""
+    core, w, intent, claimed = claimed_offer(tidings, clock)
+    withheld = withheld_calls("stopped")
+    assert tidings.handle_inbound("+14155550123", "STOP") is not None
+    assert w.send_and_record(claimed) == "moved"
+    assert sends(core) == []
+    assert withheld_calls("stopped") == withheld + 1
+    assert [(a.state, a.code) for a in tidings.get(intent.id).attempts] == [
+        ("failed", "RECIPIENT_STOPPED")
+    ]
+    w.dispatch_once()  # the gate reads the opt-out and decides
+    got = tidings.get(intent.id)
+    assert got.state is IntentState.SUPPRESSED and sends(core) == []
+
+
+def test_a_suppression_after_the_claim_stops_the_call(tidings: Tidings, clock: ManualClock) -> None:
+    core, w, intent, claimed = claimed_offer(tidings, clock)
+    tidings.suppress("sms", "+14155550123", reason="operator")
+    assert w.send_and_record(claimed) == "moved"
+    w.dispatch_once()
+    assert tidings.get(intent.id).state is IntentState.SUPPRESSED
+    assert sends(core) == []
+
+
+def test_an_opt_out_the_claim_already_saw_does_not_stop_the_call(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    """Only a change since the claim withholds the call: one the gate
+    already weighed (and let through) must not hand it back forever."""
+    core, w, intent, claimed = claimed_offer(tidings, clock)
+    tidings.handle_inbound("+14155550123", "STOP")
+    assert w.send_and_record(replace(claimed, opted_out=True)) == "moved"
+    assert len(sends(core)) == 1
+    assert tidings.get(intent.id).attempts[0].code != "RECIPIENT_STOPPED"
 
 
 def test_a_kill_switch_after_the_claim_holds_the_call_until_lifted(

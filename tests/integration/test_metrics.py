@@ -52,6 +52,14 @@ PINNED = {
     "tidings_reconciliation_lookups_total",
     "tidings_rate_limit_waits_total",
     "tidings_rate_limit_wait_seconds",
+    "tidings_lane_due_intents",
+    "tidings_lane_oldest_due_seconds",
+    "tidings_oldest_retry_due_seconds",
+    "tidings_expired_unsent_intents",
+    "tidings_suppression_list_entries",
+    "tidings_claims_total",
+    "tidings_claim_seconds",
+    "tidings_claimed_intents_total",
 }
 
 REPORT_BODY = "Report {{ report_id }} revision {{ report_revision }} is attached."
@@ -347,6 +355,63 @@ def test_an_expanding_due_backlog_warns_and_names_the_kill_switch(
     assert alert.details["kill_switch"] is True
     assert alert.details["oldest_intent_id"] == str(held.id)
     assert "kill switch covers sms" in alert.details["action"]
+
+
+def test_a_single_intent_waiting_past_half_a_minute_warns_as_urgent(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    publish_offer_template(tidings)
+    waiting = offer(tidings, 1, expires_at=clock.now() + timedelta(hours=2))
+    clock.advance(seconds=29)
+    assert [a.key for a in evaluate_alerts(tidings.db, clock.now(), AlertConfig())] == []
+    clock.advance(seconds=2)
+    [alert] = evaluate_alerts(tidings.db, clock.now(), AlertConfig())
+    assert (alert.key, alert.severity) == ("urgent_backlog:sms", "warning")
+    assert alert.details["affected_intents"] == 1
+    assert alert.details["event_classes"] == [waiting.event_class]
+    clock.advance(minutes=2)
+    keys = {a.key: a.severity for a in evaluate_alerts(tidings.db, clock.now(), AlertConfig())}
+    assert keys["urgent_backlog:sms"] == "page"
+
+
+def test_the_lanes_queue_ages_retry_age_and_stop_lists(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    tenant = tidings.tenant
+    publish_offer_template(tidings)
+    offer(tidings, 1, expires_at=clock.now() + timedelta(hours=2))
+    tidings.suppress("sms", "+14155550199", reason="operator")
+    tidings.handle_inbound("+14155550123", "STOP")
+    clock.advance(seconds=40)
+    m = scrape(tidings)
+    assert value(m, "tidings_lane_due_intents", tenant=tenant, channel="sms", lane="urgent") == 1
+    assert value(m, "tidings_lane_due_intents", tenant=tenant, channel="sms", lane="bulk") == 0
+    urgent_age = value(
+        m, "tidings_lane_oldest_due_seconds", tenant=tenant, channel="sms", lane="urgent"
+    )
+    assert urgent_age == 40
+    assert value(m, "tidings_oldest_retry_due_seconds", tenant=tenant, channel="sms") == 0
+    entries = {
+        labels: v for (name, labels), v in m.items() if name == "tidings_suppression_list_entries"
+    }
+    assert entries == {
+        (("channel", "sms"), ("reason", "operator"), ("tenant", tenant)): 1,
+        (("channel", "sms"), ("reason", "opt_out"), ("tenant", tenant)): 1,
+    }
+
+
+def test_an_intent_that_expired_unsent_is_counted(tidings: Tidings, clock: ManualClock) -> None:
+    publish_offer_template(tidings)
+    offer(tidings, 1, expires_at=clock.now() + timedelta(seconds=5))
+    clock.advance(seconds=10)
+    worker(tidings, simulator(clock)).dispatch_once()  # the gate expires it
+    m = scrape(tidings)
+    assert (
+        value(
+            m, "tidings_expired_unsent_intents", tenant=tidings.tenant, event_class="waitlist_offer"
+        )
+        == 1
+    )
 
 
 def test_alert_config_from_the_environment() -> None:

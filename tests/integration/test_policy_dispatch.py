@@ -197,6 +197,28 @@ def test_a_tenant_rate_limit_defers_to_the_next_window(
     assert len(sends(core)) == 4
 
 
+def test_a_provider_account_limit_is_one_limit_for_every_tenant(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    """Seed 000: limits per global provider account. Two tenants under a
+    2/min account limit used to make 4 sends: each had a counter of its own."""
+    limits = [{"scope": "provider_account", "channel": "sms", "limit": 2, "per_seconds": 60}]
+    other = tidings.for_tenant("acme")
+    for t in (tidings, other):
+        t.publish_policy(policy("account-1", rate_limits=limits))
+        publish_offer_template(t)
+    core = simulator(clock)
+    w = worker(tidings, core)
+    for n in range(3):
+        offer(tidings, n, recipient={"ref": f"m{n}", "phone": "+14155550123"})
+        offer(other, n, recipient={"ref": f"m{n}", "phone": "+14155550124"})
+    w.dispatch_once()
+    assert len(sends(core)) == 2
+    clock.advance(60)
+    w.dispatch_once()
+    assert len(sends(core)) == 4
+
+
 def test_an_intent_keeps_the_policy_version_it_was_created_under(
     tidings: Tidings, clock: ManualClock
 ) -> None:

@@ -208,6 +208,7 @@ def test_claiming_one_row_reads_what_the_batch_claim_reads() -> None:
 
     def select_list(name: str) -> str:
         sql = q(name)
-        return " ".join(sql[sql.index("SELECT") : sql.index("FROM intents i")].split())
+        start = sql.index("SELECT i.*")
+        return " ".join(sql[start : sql.index("\nFROM ", start)].split())
 
     assert select_list("claim_one") == select_list("claim_due")

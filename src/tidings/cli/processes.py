@@ -53,6 +53,7 @@ def worker(
     settings = Settings()
     config = WorkerConfig(
         batch_size=batch_size,
+        urgent_share=settings.urgent_share,
         lease_seconds=lease_seconds or settings.lease_seconds,
         concurrency={"sms": sms_concurrency, "email": email_concurrency},
         not_received_after=settings.not_received_after_seconds,

@@ -71,7 +71,7 @@ def _take(conn: Conn, tenant: str, key: LimitKey, now: datetime) -> bool:
         return False
     return rate_counters.take(
         conn,
-        tenant,
+        key.counted_for(tenant),
         scope=key.scope,
         key=key.key,
         window_start=key.window_start(now),

@@ -9,8 +9,9 @@ did, and lease recovery (dispatch/reconcile.py) reads the mark.
 The statement that writes the mark is also the last read of the claim's
 committed state before its call (R000.5 in docs/requirements.md): it marks
 only a claim still `sending` at its version under this worker's lease with
-no kill switch covering it, so a cancel or a kill switch that committed
-since the claim stops the call.
+no kill switch covering it and no opt-out or suppression of its
+destination newer than the claim, so a cancel, a kill switch, a STOP or a
+suppression that committed since the claim stops the call.
 
 Marks are grouped the way commits are: a send thread that reaches its call
 while another thread's mark is being written waits for that one to end,
@@ -27,6 +28,8 @@ from collections.abc import Callable, Hashable, Sequence
 from enum import StrEnum
 from typing import Generic, TypeVar
 
+from tidings.store.attempts import MarkResult
+
 Item = TypeVar("Item")
 
 
@@ -34,6 +37,9 @@ class Verdict(StrEnum):
     GO = "go"  # marked: call now
     WITHDRAWN = "withdrawn"  # the intent moved (canceled, expired, recovered): never call
     KILLED = "killed"  # a kill switch covers it now: hand it back, call later
+    # An opt-out or suppression of its destination committed since the
+    # claim: hand it back, so the gate decides on what is true now.
+    STOPPED = "stopped"
     EXPIRED = "expired"  # its deadline passed while it waited: hand it back to be expired
 
 
@@ -95,3 +101,14 @@ def _answer(found: Verdict | BaseException) -> Verdict:
     if isinstance(found, BaseException):
         raise found
     return found
+
+
+def verdict_of(found: MarkResult | None) -> Verdict:
+    """What the mark's read found for one call (None: its row is gone)."""
+    if found is None or not found.held:
+        return Verdict.WITHDRAWN
+    if found.killed:
+        return Verdict.KILLED
+    if found.stopped:
+        return Verdict.STOPPED
+    return Verdict.GO if found.marked else Verdict.WITHDRAWN

@@ -8,6 +8,7 @@ transaction commits (invariant 2).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -41,6 +42,10 @@ class Claimed:
     policy: Policy
     # Read with the claim, so the send needs no further round trip for it.
     destination_ciphertext: bytes | None = None
+    # What the claim read of the destination: an opt-out or suppression
+    # committed after it stops the call (the call-started mark checks).
+    opted_out: bool = False
+    suppressed: bool = False
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,13 @@ class ClaimRequest:
     owner: str
     lease_seconds: float
     provider: str
+    # The part of the batch single intents may take while jobs wait too.
+    urgent_share: float = 0.9
+
+    @property
+    def urgent_limit(self) -> int:
+        """The most of the batch single intents may take (docs/concepts/lanes.md)."""
+        return max(1, math.ceil(self.limit * self.urgent_share))
 
 
 def claim_batch(
@@ -65,7 +77,14 @@ def claim_batch(
         return []  # the provider said "back off": every worker waits (dispatch/backoff.py)
     channel, limit, account = request.channel, request.limit, request.provider
     if only is None:
-        rows = claims.due(conn, channel=channel, now=now, limit=limit, account=account)
+        rows = claims.due(
+            conn,
+            channel=channel,
+            now=now,
+            limit=limit,
+            account=account,
+            urgent_limit=request.urgent_limit,
+        )
     else:
         tenant_id, intent_id = only
         rows = claims.one(
@@ -87,7 +106,12 @@ def claim_batch(
         moves.add(_apply(conn, intent, result, request, now))
     moves.flush()
     return [
-        replace(c, destination_ciphertext=by_id[c.intent.id]["destination_ciphertext"])
+        replace(
+            c,
+            destination_ciphertext=by_id[c.intent.id]["destination_ciphertext"],
+            opted_out=bool(by_id[c.intent.id]["fact_opted_out"]),
+            suppressed=by_id[c.intent.id]["fact_suppressed"] is not None,
+        )
         for c in moves.claimed
     ]
 

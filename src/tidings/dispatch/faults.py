@@ -4,8 +4,10 @@
 itself at that point, so a test can interrupt each step of the send path
 exactly. Points: after_claim, before_mark (the call-started mark not yet
 written), before_send (marked, the request not yet out), after_send_before_record,
-after_record. Actions: kill (SIGKILL), raise (FaultInjected). An optional
-`@N` fires on the N-th time the point is reached (default 1).
+after_record. Actions: kill (SIGKILL), raise (FaultInjected), pause (sleep
+TIDINGS_FAULT_PAUSE_SECONDS, 3 by default: a window for another process to
+commit something between two steps). An optional `@N` fires on the N-th
+time the point is reached (default 1).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
 
 class FaultInjected(RuntimeError):
@@ -43,6 +46,9 @@ def point(name: str) -> None:
             return
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if action == "pause":
+        time.sleep(float(os.environ.get("TIDINGS_FAULT_PAUSE_SECONDS", "3")))
+        return
     raise FaultInjected(name)
 
 

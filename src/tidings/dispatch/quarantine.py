@@ -48,7 +48,12 @@ def claim_row_by_row(
     """The batch `claim_batch` could not read whole, one intent per transaction."""
     with db.transaction() as conn:
         ids = claims.due_ids(
-            conn, channel=request.channel, now=now, limit=request.limit, account=request.provider
+            conn,
+            channel=request.channel,
+            now=now,
+            limit=request.limit,
+            account=request.provider,
+            urgent_limit=request.urgent_limit,
         )
 
     def one(conn: psycopg.Connection[Any], tenant_id: str, intent_id: UUID) -> list[Claimed]:

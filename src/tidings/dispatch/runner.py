@@ -27,6 +27,7 @@ from tidings.dispatch.inbox import Inbox
 from tidings.dispatch.message import Minter
 from tidings.dispatch.record import IntentOutcome, Sent, record_released
 from tidings.dispatch.retention import purge
+from tidings.dispatch.send_queue import SendQueue
 from tidings.dispatch.steps import WorkerConfig, WorkerSteps
 from tidings.platform.signal_wait import wait_for_signal
 from tidings.providers.accounts import Factory, from_environment
@@ -68,6 +69,7 @@ class Worker(WorkerSteps):
         )
         self._inboxes = {channel: Inbox() for channel in self.adapters}
         self._pending: dict[str, dict[Future[Sent | IntentOutcome], Claimed]] = {}
+        self._queues = {channel: SendQueue() for channel in self.adapters}
 
     def run(self, stop: threading.Event) -> int:
         """Work until `stop` is set, then drain for at most one lease.
@@ -113,16 +115,19 @@ class Worker(WorkerSteps):
         deadline = time.monotonic() + self.config.lease_seconds + STOP_GRACE_SECONDS
         for thread in threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
-        return sum(len(pending) for pending in self._pending.values())
+        return sum(len(pending) for pending in self._pending.values()) + sum(
+            len(queue) for queue in self._queues.values()
+        )
 
     def _channel_loop(self, channel: str, stop: threading.Event) -> None:
         window = self._windows[channel]  # its threads: the channel's concurrency budget
         pool = ThreadPoolExecutor(window.threads, thread_name_prefix=f"send-{channel}")
         pending: dict[Future[Sent | IntentOutcome], Claimed] = {}
         self._pending[channel] = pending
+        queue = self._queues[channel]
         drain_until: float | None = None
         try:
-            while pending or not stop.is_set():
+            while pending or queue or not stop.is_set():
                 if stop.is_set():
                     drain_until = drain_until or time.monotonic() + self.config.lease_seconds
                     if time.monotonic() >= drain_until:
@@ -135,7 +140,7 @@ class Worker(WorkerSteps):
                         return
                 try:
                     if stop.is_set():
-                        self._hand_back_unstarted(pending)
+                        self._hand_back_unstarted(pending, queue)
                     self._pump(channel, pool, pending, window.size(), stop)
                 except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                     log.warning("dispatch %s: database unavailable: %s", channel, exc)
@@ -146,12 +151,14 @@ class Worker(WorkerSteps):
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def _hand_back_unstarted(self, pending: dict[Future[Sent | IntentOutcome], Claimed]) -> None:
+    def _hand_back_unstarted(
+        self, pending: dict[Future[Sent | IntentOutcome], Claimed], queue: SendQueue
+    ) -> None:
         """A stopping worker gives back the claims it has not begun to send."""
         unstarted = [future for future in pending if future.cancel()]
-        if not unstarted:
+        claims = [pending.pop(future) for future in unstarted] + queue.take_all()
+        if not claims:
             return
-        claims = [pending.pop(future) for future in unstarted]
         try:
             with self.runtime.db.transaction() as conn:
                 for claimed in claims:
@@ -176,15 +183,14 @@ class Worker(WorkerSteps):
         answer that cannot be recorded is let go: its lease lapses and
         reconciliation looks it up, as after a crash.
         """
-        room = size - len(pending)
+        queue = self._queues[channel]
+        room = size - len(pending) - len(queue)
         inbox = self._inboxes[channel]
         if not stop.is_set() and room >= max(1, size // 2):
             claimed = self.claim(channel, room)
             self._hold(claimed)
-            for item in claimed:
-                future = pool.submit(self.send, item)
-                pending[future] = item
-                future.add_done_callback(inbox.deliver)
+            queue.push(claimed)
+        self._feed(channel, pool, pending)
         # New intents (NOTIFY) wake the loop even while answers are awaited,
         # so a create at light load is claimed at once, not after a timeout.
         answers = []
@@ -196,7 +202,21 @@ class Worker(WorkerSteps):
                 answers.append(arrived.result())
             except Exception:  # that one's lease recovers it; the others still record
                 log.exception("dispatch %s: a send failed unexpectedly", channel)
+        self._feed(channel, pool, pending)  # the threads go on while the answers are recorded
         self.record(answers)
+
+    def _feed(
+        self,
+        channel: str,
+        pool: ThreadPoolExecutor,
+        pending: dict[Future[Sent | IntentOutcome], Claimed],
+    ) -> None:
+        """Hand waiting claims to the send threads as they free up, singles first."""
+        inbox = self._inboxes[channel]
+        for item in self._queues[channel].ready(self._windows[channel].threads, len(pending)):
+            future = pool.submit(self.send, item)
+            pending[future] = item
+            future.add_done_callback(inbox.deliver)
 
     def _listen(self, stop: threading.Event) -> None:
         while not stop.is_set():

@@ -24,7 +24,7 @@ import psycopg
 from tidings.dispatch import faults
 from tidings.dispatch.allowance import consume, spend_keys
 from tidings.dispatch.backoff import PauseKey, note_answers
-from tidings.dispatch.call_start import CallStarts, Verdict
+from tidings.dispatch.call_start import CallStarts, Verdict, verdict_of
 from tidings.dispatch.claim import Claimed, ClaimRequest, claim_batch
 from tidings.dispatch.event_push import EventPusher
 from tidings.dispatch.facts import recipient_facts
@@ -48,7 +48,7 @@ from tidings.dispatch.window import Window
 from tidings.dispatch.worker_config import WorkerConfig as WorkerConfig  # callers build both
 from tidings.jobs.prepare import prepare_next
 from tidings.observability.alerts import AlertSweeper
-from tidings.observability.process_metrics import record_call_withheld
+from tidings.observability.process_metrics import record_call_withheld, record_claim
 from tidings.platform.logging import job_context, log_context
 from tidings.platform.outbound import AddressPolicy, OutboundClient
 from tidings.providers.accounts import Factory, ProviderAccounts, from_environment
@@ -56,7 +56,7 @@ from tidings.providers.base import ProviderAdapter
 from tidings.providers.outcomes import RejectCode, Retryable
 from tidings.runtime import Runtime
 from tidings.store import ledger
-from tidings.store.attempts import AttemptRef, CallMark, MarkResult, mark_calls_started
+from tidings.store.attempts import AttemptRef, CallMark, mark_calls_started
 from tidings.store.isolation import UNREADABLE
 
 log = logging.getLogger("tidings.worker")
@@ -128,8 +128,14 @@ class WorkerSteps:
 
     def claim(self, channel: str, limit: int) -> list[Claimed]:
         request = ClaimRequest(
-            channel, limit, self.owner, self.config.lease_seconds, self.adapters[channel].account
+            channel,
+            limit,
+            self.owner,
+            self.config.lease_seconds,
+            self.adapters[channel].account,
+            urgent_share=self.config.urgent_share,
         )
+        started = time.monotonic()
         try:
             with self.runtime.db.transaction() as conn:
                 claimed = claim_batch(conn, request, self.runtime.clock.now(), self.facts)
@@ -140,6 +146,8 @@ class WorkerSteps:
             claimed = claim_row_by_row(
                 self.runtime.db, request, self.runtime.clock.now(), self.facts
             )
+        urgent = sum(1 for c in claimed if c.intent.job_id is None)
+        record_claim(channel, time.monotonic() - started, urgent, len(claimed) - urgent)
         if claimed:
             faults.point("after_claim")
         return claimed
@@ -303,12 +311,17 @@ class WorkerSteps:
 
     def _mark_started(self, claims: Sequence[Claimed]) -> dict[Hashable, Verdict]:
         marks = [
-            CallMark(AttemptRef(c.intent.tenant_id, c.intent.id, c.n), c.intent.version)
+            CallMark(
+                AttemptRef(c.intent.tenant_id, c.intent.id, c.n),
+                c.intent.version,
+                opted_out=c.opted_out,
+                suppressed=c.suppressed,
+            )
             for c in claims
         ]
         with self.runtime.db.statements() as conn:
             found = mark_calls_started(conn, marks, self.owner, self.runtime.clock.now())
-        return {m.ref.intent_id: _verdict(found.get(m.ref)) for m in marks}
+        return {m.ref.intent_id: verdict_of(found.get(m.ref)) for m in marks}
 
     def _not_called(self, claimed: Claimed, verdict: Verdict) -> IntentOutcome:
         """The read before the call found the claim no longer stands."""
@@ -317,6 +330,10 @@ class WorkerSteps:
             with self.runtime.db.transaction() as conn:
                 if verdict is Verdict.KILLED:
                     outcome = record_released(conn, claimed, now, code="KILL_SWITCH")
+                elif verdict is Verdict.STOPPED:
+                    # Due again at once: the gate reads the opt-out or
+                    # suppression and decides, with its own code.
+                    outcome = record_released(conn, claimed, now, code="RECIPIENT_STOPPED")
                 elif verdict is Verdict.EXPIRED:
                     # Due again at once: the gate expires it, as any claim would.
                     outcome = record_released(conn, claimed, now, code="EXPIRED")
@@ -374,11 +391,3 @@ class WorkerSteps:
                 ids,
                 self.runtime.clock.now() + timedelta(seconds=self.config.lease_seconds),
             )
-
-
-def _verdict(found: MarkResult | None) -> Verdict:
-    if found is None or not found.held:
-        return Verdict.WITHDRAWN
-    if found.killed:
-        return Verdict.KILLED
-    return Verdict.GO if found.marked else Verdict.WITHDRAWN

@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 @dataclass
 class WorkerConfig:
     batch_size: int = 256
+    # The part of a claim single intents may take while jobs wait too
+    # (Settings.urgent_share).
+    urgent_share: float = 0.9
     concurrency: Mapping[str, int] = field(default_factory=lambda: {"sms": 8, "email": 8})
     lease_seconds: float = 30.0
     idle_wait: float = 1.0

@@ -36,6 +36,10 @@ SCOPES: Final[tuple[Scope, ...]] = (
     "provider_account",
 )
 SPEND_SCOPE: Final = "country_spend"
+# A provider account is one account for every tenant: its counters are
+# kept once for the deployment, so two tenants under an account's limit
+# share it instead of each spending all of it.
+DEPLOYMENT_SCOPES: Final[frozenset[str]] = frozenset({"provider_account"})
 EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -79,6 +83,11 @@ class LimitKey:
 
     def window_start(self, now: datetime) -> datetime:
         return window_start(self.per_seconds, now)
+
+    def counted_for(self, tenant: str) -> str:
+        """Whose counter this key spends: the tenant's, or the deployment's
+        (""), which no tenant id can name."""
+        return "" if self.scope in DEPLOYMENT_SCOPES else tenant
 
 
 @dataclass(frozen=True)

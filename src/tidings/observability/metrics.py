@@ -34,6 +34,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from tidings.domain.states import IntentState
+from tidings.observability.lane_metrics import LANE_METRICS, lane_families
 from tidings.observability.process_metrics import PROCESS_METRICS, PROCESS_REGISTRY
 from tidings.observability.transition_rows import allowed_transitions
 from tidings.runtime import Runtime
@@ -83,6 +84,7 @@ LEDGER_METRICS: tuple[str, ...] = (
     "tidings_unknown_intents",
     "tidings_provider_paused_seconds",
     "tidings_provider_tenant_held_seconds",
+    *LANE_METRICS,
 )
 METRIC_NAMES: tuple[str, ...] = LEDGER_METRICS + PROCESS_METRICS
 
@@ -121,6 +123,7 @@ def _ledger_families(conn: psycopg.Connection[Any], now: datetime) -> Iterator[M
     yield _intents(by_state, tenants)
     yield from _codes(metrics_reads.intents_by_code(conn))
     yield from _due(metrics_reads.due(conn, now), tenants, now)
+    yield from lane_families(conn, now, tenants)
     yield from _unreconciled(metrics_reads.unreconciled(conn), now)
     yield _last_reconciliation(metrics_reads.last_reconciliation(conn))
     yield from _poll_lag(metrics_reads.poll_lag(conn, now), tenants, now)

@@ -21,6 +21,9 @@ PROCESS_METRICS: tuple[str, ...] = (
     "tidings_provider_call_seconds",
     "tidings_rate_limit_waits_total",
     "tidings_rate_limit_wait_seconds",
+    "tidings_claims_total",
+    "tidings_claim_seconds",
+    "tidings_claimed_intents_total",
 )
 
 PROCESS_REGISTRY = CollectorRegistry()
@@ -42,7 +45,8 @@ _CALLS_WITHHELD = Counter(
     "tidings_provider_calls_withheld",
     "Claimed sends this process did not make: the read right before the call found "
     "the intent canceled, expired or moved (withdrawn), past its deadline (expired), "
-    "or under a kill switch (killed).",
+    "under a kill switch (killed), or its destination opted out or suppressed since "
+    "the claim (stopped).",
     ["channel", "reason"],
     registry=PROCESS_REGISTRY,
 )
@@ -57,6 +61,26 @@ _RATE_LIMIT_WAIT_SECONDS = Histogram(
     "How far a rate-limit deferral pushed the intent's next eligible time.",
     ["scope"],
     buckets=(1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 21600.0),
+    registry=PROCESS_REGISTRY,
+)
+
+_CLAIMS = Counter(
+    "tidings_claims",
+    "Claim statements this process ran (one per batch), by channel.",
+    ["channel"],
+    registry=PROCESS_REGISTRY,
+)
+_CLAIM_SECONDS = Histogram(
+    "tidings_claim_seconds",
+    "Wall time of a claim: the statement, the gate and the batch's moves, one transaction.",
+    ["channel"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+    registry=PROCESS_REGISTRY,
+)
+_CLAIMED = Counter(
+    "tidings_claimed_intents",
+    "Intents this process claimed, by channel and lane (urgent: of no job; bulk: of a job).",
+    ["channel", "lane"],
     registry=PROCESS_REGISTRY,
 )
 
@@ -85,6 +109,16 @@ def record_provider_call(provider: str, channel: str, outcome: str, seconds: flo
     """Count one provider send call and its latency (call it after `send`)."""
     _PROVIDER_CALLS.labels(provider, channel, outcome).inc()
     _PROVIDER_CALL_SECONDS.labels(provider, channel).observe(max(0.0, seconds))
+
+
+def record_claim(channel: str, seconds: float, urgent: int, bulk: int) -> None:
+    """Count one claim: its time and what it took from each lane."""
+    _CLAIMS.labels(channel).inc()
+    _CLAIM_SECONDS.labels(channel).observe(seconds)
+    if urgent:
+        _CLAIMED.labels(channel, "urgent").inc(urgent)
+    if bulk:
+        _CLAIMED.labels(channel, "bulk").inc(bulk)
 
 
 def record_call_withheld(channel: str, reason: str) -> None:

@@ -101,6 +101,11 @@ class Settings(BaseSettings):
     # Event pushes run on a pool of their own: how many tenants at once,
     # and the most one request may take, trickled answer included.
     event_push_concurrency: int = 4
+    # The claim's lanes (docs/concepts/lanes.md): the part of each batch
+    # single intents may take while jobs are waiting too. The rest goes to
+    # the jobs, shared equally between tenants and between a tenant's jobs;
+    # room a lane leaves unused goes to the other.
+    urgent_share: float = Field(default=0.9, gt=0.0, le=1.0)
     event_push_deadline_seconds: float = 10.0
 
     @field_validator("sender_numbers")

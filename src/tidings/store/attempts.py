@@ -132,19 +132,25 @@ def accept_many(
 
 @dataclass(frozen=True)
 class CallMark:
-    """A call about to go out: its attempt and the intent version the claim holds."""
+    """A call about to go out: its attempt, the intent version the claim
+    holds, and whether the claim found its destination opted out or
+    suppressed (a change since is a reason not to call)."""
 
     ref: AttemptRef
     version: int
+    opted_out: bool = False
+    suppressed: bool = False
 
 
 @dataclass(frozen=True)
 class MarkResult:
-    """What marking found: the claim still held (and not killed), and marked."""
+    """What marking found: the claim still held, not killed, its recipient
+    not stopped since the claim (an opt-out or suppression), and marked."""
 
     held: bool
     killed: bool
     marked: bool
+    stopped: bool = False
 
 
 def mark_calls_started(
@@ -154,11 +160,19 @@ def mark_calls_started(
     statement, and say which of them may go out (those marked)."""
     if not marks:
         return {}
-    rows = [{**m.ref.params(), "version": m.version} for m in marks]
+    rows = [
+        {
+            **m.ref.params(),
+            "version": m.version,
+            "opted_out": m.opted_out,
+            "suppressed": m.suppressed,
+        }
+        for m in marks
+    ]
     found = fetch_all(conn, "attempts_call_started", {**records(rows), "owner": owner, "now": now})
     return {
         AttemptRef(r["tenant_id"], r["intent_id"], r["n"]): MarkResult(
-            bool(r["held"]), bool(r["killed"]), bool(r["marked"])
+            bool(r["held"]), bool(r["killed"]), bool(r["marked"]), bool(r["stopped"])
         )
         for r in found
     }

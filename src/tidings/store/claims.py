@@ -18,13 +18,24 @@ from tidings.store.database import Row, fetch_all
 Conn = psycopg.Connection[Any]
 
 
-def _params(channel: str, now: datetime, limit: int, account: str) -> dict[str, Any]:
-    return {"channel": channel, "now": now, "limit": limit, "account": account}
+def _params(
+    channel: str, now: datetime, limit: int, account: str, urgent_limit: int
+) -> dict[str, Any]:
+    return {
+        "channel": channel,
+        "now": now,
+        "limit": limit,
+        "account": account,
+        "urgent_limit": urgent_limit,
+    }
 
 
-def due(conn: Conn, *, channel: str, now: datetime, limit: int, account: str) -> list[Row]:
-    """The due batch, locked (SKIP LOCKED: workers share the queue)."""
-    return fetch_all(conn, "claim_due", _params(channel, now, limit, account))
+def due(
+    conn: Conn, *, channel: str, now: datetime, limit: int, account: str, urgent_limit: int
+) -> list[Row]:
+    """The due batch, taken by lane (sql/fragments/due_lanes.sql) and locked
+    (SKIP LOCKED: workers share the lanes), in the order to gate it."""
+    return fetch_all(conn, "claim_due", _params(channel, now, limit, account, urgent_limit))
 
 
 def one(
@@ -38,13 +49,13 @@ def one(
     account: str,
 ) -> list[Row]:
     """That one intent, locked, if it is due (a batch claimed row by row)."""
-    params = {**_params(channel, now, limit, account), "tenant_id": tenant_id, "id": intent_id}
+    params = {**_params(channel, now, limit, account, 0), "tenant_id": tenant_id, "id": intent_id}
     return fetch_all(conn, "claim_one", params)
 
 
 def due_ids(
-    conn: Conn, *, channel: str, now: datetime, limit: int, account: str
+    conn: Conn, *, channel: str, now: datetime, limit: int, account: str, urgent_limit: int
 ) -> list[tuple[str, UUID]]:
-    """What `due` would lock, by id alone: no column a worker might fail to decode."""
-    rows = fetch_all(conn, "claim_due_ids", _params(channel, now, limit, account))
+    """What `due` would take, by id alone: no column a worker might fail to decode."""
+    rows = fetch_all(conn, "claim_due_ids", _params(channel, now, limit, account, urgent_limit))
     return [(r["tenant_id"], r["id"]) for r in rows]

@@ -1,7 +1,9 @@
 """Named SQL queries, loaded once from `sql/queries/*.sql`.
 
 Each query starts with a `-- name: <name>` line; nobody hunts for SQL in
-Python strings.
+Python strings. A part two queries must share word for word (the claim's
+lanes) is a fragment, `sql/fragments/<name>.sql`, written into each query
+where it says `/* include: <name> */`.
 
 Every query is named from `store/` alone: a store module `store/X.py`
 names only the queries in `sql/queries/X.sql`, and every query file
@@ -16,6 +18,7 @@ from functools import cache
 from importlib import resources
 
 _HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_INCLUDE = re.compile(r"/\* include: (\w+) \*/")
 
 
 def _parse(text: str) -> dict[str, str]:
@@ -32,8 +35,14 @@ def all_queries() -> dict[str, str]:
             for name, sql in _parse(item.read_text()).items():
                 if name in found:
                     raise RuntimeError(f"query {name} is defined twice")
-                found[name] = sql
+                found[name] = _INCLUDE.sub(lambda m: fragment(m.group(1)), sql)
     return found
+
+
+@cache
+def fragment(name: str) -> str:
+    path = resources.files("tidings.store").joinpath("sql", "fragments", f"{name}.sql")
+    return path.read_text().strip()
 
 
 # A query whose best plan depends on how big a young table is right now

@@ -9,6 +9,10 @@ batch finishing:
   event class and channel;
 * ``due_backlog:<channel>``: intents due but not claimed, the oldest due
   for too long (workers down, a channel starved, a kill switch left on);
+* ``urgent_backlog:<channel>``: single intents (of no job) due but not
+  claimed, the oldest due past ``TIDINGS_ALERT_URGENT_WARN_SECONDS``
+  (30 s; pages at ``_PAGE_SECONDS``, 120 s). The claim takes them before
+  any job's (docs/concepts/lanes.md), so this is workers missing or held;
 * ``impossible_transitions``: the audit holds a move the transition table
   forbids. The state machine is broken, so this pages at once;
 * ``quarantined``: a worker quarantined intents of the tenant it could not

@@ -40,6 +40,9 @@ class AlertConfig:
     # Per "event_class:channel" or "event_class": each class has its own SLO.
     objectives: Mapping[str, Objective] = field(default_factory=dict)
     due: Objective = Objective(300.0, 900.0, 100)
+    # Single intents (a reset, an offer) are claimed before any job's: one
+    # due this long means workers are missing, held or swamped by singles.
+    urgent: Objective = Objective(30.0, 120.0, 1)
     interval_seconds: float = 30.0
     webhook_url: str | None = None
     webhook_secret: str | None = None
@@ -84,6 +87,11 @@ class AlertConfig:
                 num("DUE_WARN_SECONDS", base.due.warn_seconds),
                 num("DUE_PAGE_SECONDS", base.due.page_seconds),
                 int(num("DUE_PAGE_RECIPIENTS", base.due.page_recipients)),
+            ),
+            urgent=Objective(
+                num("URGENT_WARN_SECONDS", base.urgent.warn_seconds),
+                num("URGENT_PAGE_SECONDS", base.urgent.page_seconds),
+                int(num("URGENT_PAGE_RECIPIENTS", base.urgent.page_recipients)),
             ),
             interval_seconds=num("INTERVAL_SECONDS", base.interval_seconds),
             quarantine_window_seconds=num(

@@ -17,7 +17,7 @@ from tidings.observability.alerts.config import AlertConfig, Objective, Severity
 from tidings.observability.alerts.webhook import jsonable
 from tidings.observability.metrics import SCRAPE_TIMEOUT_MS
 from tidings.observability.transition_rows import allowed_transitions
-from tidings.store import alert_scans, metrics_reads
+from tidings.store import alert_scans, lanes, metrics_reads
 from tidings.store.database import Row
 
 Conn = psycopg.Connection[Any]
@@ -44,6 +44,7 @@ def evaluate(conn: Conn, now: datetime, config: AlertConfig) -> list[Alert]:
         *_unreconciled(alert_scans.unreconciled(conn, unknown_since), last, now, config),
         *_unknown(alert_scans.delivery_unknown(conn, unknown_since), last, now, config),
         *_due(alert_scans.due(conn, now), last, now, config),
+        *_urgent(lanes.urgent_backlog(conn, now), now, config),
         *_impossible(alert_scans.impossible_transitions(conn, allowed_transitions())),
         *_quarantined(alert_scans.quarantined(conn, quarantine_since)),
     ]
@@ -161,6 +162,35 @@ def _due(
             severity,
             summary,
             details,
+        )
+
+
+def _urgent(rows: list[Row], now: datetime, config: AlertConfig) -> Iterator[Alert]:
+    for row in rows:
+        age = _seconds(now, row["oldest_due_at"])
+        severity = config.urgent.severity(age, row["intents"])
+        if severity is None or row["kill_switch"]:  # held on purpose: due_backlog says so
+            continue
+        yield Alert(
+            row["tenant_id"],
+            f"urgent_backlog:{row['channel']}",
+            "urgent_backlog",
+            severity,
+            f"{row['channel']}: {row['intents']} single intent(s) due and unclaimed, "
+            f"oldest due for {duration_text(age)}",
+            {
+                "channel": row["channel"],
+                "event_classes": row["event_classes"] or [],
+                "affected_intents": row["intents"],
+                "oldest_due_age_seconds": round(age, 3),
+                "thresholds": asdict(config.urgent),
+                "action": (
+                    f"Single intents are claimed before any job's, so workers are missing, "
+                    f"held or busy with singles alone: check that `tidings worker` runs for "
+                    f"{row['channel']} and its logs, tidings_lane_oldest_due_seconds, "
+                    "tidings_claim_seconds and tidings_provider_paused_seconds."
+                ),
+            },
         )
 
 

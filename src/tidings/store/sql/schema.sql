@@ -11,7 +11,10 @@ CREATE TABLE tenants (
     tenant_id   text        NOT NULL,
     name        text        NOT NULL,
     created_at  timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (tenant_id)
+    PRIMARY KEY (tenant_id),
+    -- A provider account's rate counters are kept under the empty tenant
+    -- id, the deployment's (domain/limits.py, LimitKey.counted_for).
+    CONSTRAINT tenants_id_not_empty CHECK (tenant_id <> '')
 );
 
 -- A destination is stored once, encrypted, and referenced by a keyed hash.
@@ -76,6 +79,12 @@ CREATE TABLE intents (
 -- rows are indexed.
 CREATE INDEX intents_due ON intents (channel, next_due_at, id)
     WHERE state IN ('pending', 'resend_due');
+-- The claim's lanes (sql/fragments/due_lanes.sql): single intents, and
+-- each sending job's own, so no lane reads another's backlog.
+CREATE INDEX intents_due_single ON intents (channel, tenant_id, next_due_at, id)
+    WHERE state IN ('pending', 'resend_due') AND job_id IS NULL;
+CREATE INDEX intents_due_job ON intents (tenant_id, job_id, channel, next_due_at, id)
+    WHERE state IN ('pending', 'resend_due') AND job_id IS NOT NULL;
 CREATE INDEX intents_leases ON intents (lease_expires_at)
     WHERE state = 'sending';
 CREATE INDEX intents_deadlines ON intents (expires_at)
@@ -501,6 +510,10 @@ CREATE TABLE jobs (
     UNIQUE (tenant_id, idempotency_key),
     FOREIGN KEY (tenant_id, report_id, report_revision) REFERENCES reports (tenant_id, id, revision)
 );
+
+-- The jobs sending now: the claim's bulk lanes.
+CREATE INDEX jobs_sending ON jobs (tenant_id, id)
+    WHERE status IN ('preparing', 'dispatching');
 
 CREATE INDEX jobs_preparing ON jobs (created_at) WHERE status = 'preparing';
 ALTER TABLE jobs

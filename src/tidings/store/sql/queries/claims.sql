@@ -1,10 +1,11 @@
 -- name: claim_due
--- Due intents of one channel in keyset order. SKIP LOCKED lets workers
--- share the queue without waiting on each other; rows covered by an enabled
--- kill switch are never claimed, so they cost nothing while it is on.
--- What the gate and the send need comes along, so a claim is one round
--- trip for the whole batch: the destination's ciphertext, its opt-out and
--- suppression, the contact's time zone and consent evidence.
+-- Due intents of one channel, taken by lane (sql/fragments/due_lanes.sql):
+-- a single intent never waits behind a job's backlog, and the jobs sending
+-- share what is left. What the gate and the send need comes along, so a
+-- claim is one round trip for the whole batch: the destination's
+-- ciphertext, its opt-out and suppression, the contact's time zone and
+-- consent evidence.
+WITH RECURSIVE /* include: due_lanes */
 SELECT i.*, d.ciphertext AS destination_ciphertext,
        EXISTS (SELECT 1 FROM opt_outs o
                WHERE o.tenant_id = i.tenant_id AND o.channel = i.channel
@@ -21,47 +22,19 @@ SELECT i.*, d.ciphertext AS destination_ciphertext,
         FROM consents k
         WHERE k.tenant_id = i.tenant_id AND k.ref = i.recipient_ref
           AND k.channel = i.channel) AS fact_consents
-FROM intents i
+FROM picked p
+JOIN intents i ON i.tenant_id = p.tenant_id AND i.id = p.id
 LEFT JOIN destinations d
        ON d.tenant_id = i.tenant_id AND d.destination_hash = i.destination_hash
-WHERE i.state IN ('pending', 'resend_due')
-  AND i.channel = %(channel)s
-  AND i.next_due_at <= %(now)s
-  AND NOT EXISTS (
-      SELECT 1 FROM controls c
-      WHERE c.tenant_id = i.tenant_id AND c.kind = 'kill_switch' AND c.enabled
-        AND c.channel IN ('', i.channel) AND c.country IN ('', coalesce(i.country, '')))
-  AND NOT EXISTS (
-      -- A tenant whose own traffic drew the account's back-off answers
-      -- waits out its own hold; the others go on (dispatch/backoff.py).
-      SELECT 1 FROM provider_backoffs b
-      WHERE b.tenant_id = i.tenant_id AND b.account = %(account)s
-        AND b.held_until > %(now)s)
-ORDER BY i.next_due_at, i.id
-LIMIT %(limit)s
-FOR UPDATE OF i SKIP LOCKED;
+ORDER BY p.place;
 
 -- name: claim_due_ids
 -- The claim's batch by id alone (dispatch/quarantine.py): what claim_due
--- would lock, without any column a worker might fail to decode. Only read
+-- takes, without any column a worker might fail to decode. Only read
 -- when the batch could not be claimed whole.
-SELECT i.tenant_id, i.id
-FROM intents i
-WHERE i.state IN ('pending', 'resend_due')
-  AND i.channel = %(channel)s
-  AND i.next_due_at <= %(now)s
-  AND NOT EXISTS (
-      SELECT 1 FROM controls c
-      WHERE c.tenant_id = i.tenant_id AND c.kind = 'kill_switch' AND c.enabled
-        AND c.channel IN ('', i.channel) AND c.country IN ('', coalesce(i.country, '')))
-  AND NOT EXISTS (
-      -- A tenant whose own traffic drew the account's back-off answers
-      -- waits out its own hold; the others go on (dispatch/backoff.py).
-      SELECT 1 FROM provider_backoffs b
-      WHERE b.tenant_id = i.tenant_id AND b.account = %(account)s
-        AND b.held_until > %(now)s)
-ORDER BY i.next_due_at, i.id
-LIMIT %(limit)s;
+WITH RECURSIVE /* include: due_lanes */
+SELECT p.tenant_id, p.id FROM picked p
+ORDER BY p.place;
 
 -- name: claim_one
 -- claim_due for one intent: the same columns (a test compares the two

@@ -67,10 +67,14 @@ ORDER BY version DESC
 LIMIT 1;
 
 -- name: console_due
-SELECT channel, min(next_due_at) AS oldest, count(*) AS n FROM intents
+-- Per channel and lane (docs/concepts/lanes.md): urgent, of no job; bulk, a job's.
+SELECT channel, CASE WHEN job_id IS NULL THEN 'urgent' ELSE 'bulk' END AS lane,
+       min(next_due_at) AS oldest, count(*) AS n
+FROM intents
 WHERE tenant_id = %(tenant_id)s AND state IN ('pending', 'resend_due')
   AND next_due_at <= %(now)s
-GROUP BY channel;
+GROUP BY 1, 2
+ORDER BY 1, 2 DESC;
 
 -- name: console_unreconciled
 -- Age from the current attempt's call, as in metrics_unreconciled.

@@ -1,0 +1,44 @@
+-- name: lanes_due
+-- Each lane's queue (docs/concepts/lanes.md): due intents per tenant,
+-- channel and lane (urgent: of no job; bulk: of a job), the oldest due,
+-- and the oldest due retry (an intent that has been tried before).
+SELECT tenant_id, channel,
+       CASE WHEN job_id IS NULL THEN 'urgent' ELSE 'bulk' END AS lane,
+       count(*) AS n, min(next_due_at) AS oldest,
+       min(next_due_at) FILTER (WHERE attempt_count > 0) AS oldest_retry
+FROM intents
+WHERE state IN ('pending', 'resend_due') AND next_due_at <= %(now)s
+GROUP BY 1, 2, 3;
+
+-- name: lanes_urgent_backlog
+-- Single intents due and unclaimed, per tenant and channel, through the
+-- urgent lane's own index: the claim takes them before any job's, so one
+-- waiting long means workers are missing, held or saturated by singles.
+SELECT i.tenant_id, i.channel, count(*) AS intents, min(i.next_due_at) AS oldest_due_at,
+       (array_agg(DISTINCT i.event_class))[1:10] AS event_classes,
+       EXISTS (
+           SELECT 1 FROM controls c
+           WHERE c.tenant_id = i.tenant_id AND c.kind = 'kill_switch' AND c.enabled
+             AND c.channel IN ('', i.channel)
+       ) AS kill_switch
+FROM intents i
+WHERE i.state IN ('pending', 'resend_due') AND i.job_id IS NULL
+  AND i.next_due_at <= %(now)s
+GROUP BY i.tenant_id, i.channel;
+
+-- name: lanes_expired_unsent
+-- Intents that reached their deadline (a token's life, an offer's) with no
+-- call made: seed 003's "tokens expired" signal.
+SELECT tenant_id, event_class, count(*) AS n
+FROM intents
+WHERE state = 'expired' AND attempt_count = 0
+GROUP BY 1, 2;
+
+-- name: lanes_suppression_lists
+-- What stops sends to a destination, by reason: suppressions (bounces,
+-- complaints, an operator's) and opt-outs (STOP, unsubscribes).
+SELECT tenant_id, channel, reason, count(*) AS n
+FROM suppressions GROUP BY 1, 2, 3
+UNION ALL
+SELECT tenant_id, channel, 'opt_out', count(*)
+FROM opt_outs GROUP BY 1, 2;
