@@ -9,6 +9,7 @@ Each test here builds that backlog and looks at one claim.
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -46,8 +47,9 @@ def tenant(db_url: str, clock: ManualClock, name: str) -> Tidings:
     return t
 
 
-def job(t: Tidings, key: str, size: int) -> str:
+def job(t: Tidings, key: str, size: int, **extra: Any) -> str:
     created = t.create_job(
+        **extra,
         idempotency_key=key,
         event_class="digest",
         purpose="transactional",
@@ -164,7 +166,7 @@ def test_the_row_by_row_fallback_takes_the_batch_the_claim_takes(
             "now": clock.now(),
             "limit": request.limit,
             "account": request.provider,
-            "urgent_limit": request.urgent_limit,
+            "lanes": request.lanes,
         }
         with tidings.db.transaction() as conn, conn.transaction(force_rollback=True):
             by_id = set(claims.due_ids(conn, **lanes))
@@ -173,3 +175,20 @@ def test_the_row_by_row_fallback_takes_the_batch_the_claim_takes(
     finally:
         other.close()
     assert by_id == claimed and len(claimed) == 30
+
+
+def test_a_job_near_its_deadline_goes_before_the_shares(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    """Tokens that expire in five minutes go before a newsletter prepared
+    earlier, earliest deadline first; a deadline far off shares as usual."""
+    newsletter = job(tidings, "newsletter", 200)
+    clock.advance(5)
+    far = job(tidings, "far", 200, expires_at=clock.now() + timedelta(hours=6))
+    resets = job(tidings, "resets", 50, expires_at=clock.now() + timedelta(minutes=5))
+    counts = by_lane(claim(tidings, clock, 40))
+    assert counts[f"default:{resets}"] == 40
+    counts = by_lane(claim(tidings, clock, 40))
+    assert counts[f"default:{resets}"] == 10
+    shared = counts[f"default:{newsletter}"], counts[f"default:{far}"]
+    assert sum(shared) == 30 and min(shared) >= 10  # both jobs go on beside the deadline

@@ -54,6 +54,7 @@ def worker(
     config = WorkerConfig(
         batch_size=batch_size,
         urgent_share=settings.urgent_share,
+        deadline_horizon_seconds=settings.deadline_horizon_seconds,
         lease_seconds=lease_seconds or settings.lease_seconds,
         concurrency={"sms": sms_concurrency, "email": email_concurrency},
         not_received_after=settings.not_received_after_seconds,

@@ -57,11 +57,14 @@ class ClaimRequest:
     provider: str
     # The part of the batch single intents may take while jobs wait too.
     urgent_share: float = 0.9
+    # A job intent this near its deadline goes before the jobs' shares.
+    deadline_horizon_seconds: float = 600.0
 
     @property
-    def urgent_limit(self) -> int:
-        """The most of the batch single intents may take (docs/concepts/lanes.md)."""
-        return max(1, math.ceil(self.limit * self.urgent_share))
+    def lanes(self) -> claims.Lanes:
+        """How the batch is shared (docs/concepts/lanes.md)."""
+        urgent = max(1, math.ceil(self.limit * self.urgent_share))
+        return claims.Lanes(urgent, self.deadline_horizon_seconds)
 
 
 def claim_batch(
@@ -83,7 +86,7 @@ def claim_batch(
             now=now,
             limit=limit,
             account=account,
-            urgent_limit=request.urgent_limit,
+            lanes=request.lanes,
         )
     else:
         tenant_id, intent_id = only

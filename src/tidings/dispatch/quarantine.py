@@ -53,7 +53,7 @@ def claim_row_by_row(
             now=now,
             limit=request.limit,
             account=request.provider,
-            urgent_limit=request.urgent_limit,
+            lanes=request.lanes,
         )
 
     def one(conn: psycopg.Connection[Any], tenant_id: str, intent_id: UUID) -> list[Claimed]:

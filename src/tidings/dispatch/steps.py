@@ -134,6 +134,7 @@ class WorkerSteps:
             self.config.lease_seconds,
             self.adapters[channel].account,
             urgent_share=self.config.urgent_share,
+            deadline_horizon_seconds=self.config.deadline_horizon_seconds,
         )
         started = time.monotonic()
         try:

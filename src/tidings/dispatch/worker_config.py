@@ -13,6 +13,8 @@ class WorkerConfig:
     # The part of a claim single intents may take while jobs wait too
     # (Settings.urgent_share).
     urgent_share: float = 0.9
+    # A job intent this near its deadline goes first (Settings.deadline_horizon_seconds).
+    deadline_horizon_seconds: float = 600.0
     concurrency: Mapping[str, int] = field(default_factory=lambda: {"sms": 8, "email": 8})
     lease_seconds: float = 30.0
     idle_wait: float = 1.0

@@ -106,6 +106,9 @@ class Settings(BaseSettings):
     # the jobs, shared equally between tenants and between a tenant's jobs;
     # room a lane leaves unused goes to the other.
     urgent_share: float = Field(default=0.9, gt=0.0, le=1.0)
+    # A job's intent this near its deadline (a token's life) goes before the
+    # jobs' shares, the earliest deadline first.
+    deadline_horizon_seconds: float = Field(default=600.0, ge=0.0, le=86400.0)
     event_push_deadline_seconds: float = 10.0
 
     @field_validator("sender_numbers")

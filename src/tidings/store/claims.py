@@ -7,6 +7,7 @@ round trip: the row carries what the gate and the send need.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -18,24 +19,32 @@ from tidings.store.database import Row, fetch_all
 Conn = psycopg.Connection[Any]
 
 
-def _params(
-    channel: str, now: datetime, limit: int, account: str, urgent_limit: int
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Lanes:
+    """How a claim shares its batch (docs/concepts/lanes.md): the most single
+    intents may take, and how near a job intent's deadline puts it first."""
+
+    urgent_limit: int
+    horizon_seconds: float
+
+
+def _params(channel: str, now: datetime, limit: int, account: str, lanes: Lanes) -> dict[str, Any]:
     return {
         "channel": channel,
         "now": now,
         "limit": limit,
         "account": account,
-        "urgent_limit": urgent_limit,
+        "urgent_limit": lanes.urgent_limit,
+        "horizon": lanes.horizon_seconds,
     }
 
 
 def due(
-    conn: Conn, *, channel: str, now: datetime, limit: int, account: str, urgent_limit: int
+    conn: Conn, *, channel: str, now: datetime, limit: int, account: str, lanes: Lanes
 ) -> list[Row]:
     """The due batch, taken by lane (sql/fragments/due_lanes.sql) and locked
     (SKIP LOCKED: workers share the lanes), in the order to gate it."""
-    return fetch_all(conn, "claim_due", _params(channel, now, limit, account, urgent_limit))
+    return fetch_all(conn, "claim_due", _params(channel, now, limit, account, lanes))
 
 
 def one(
@@ -49,13 +58,17 @@ def one(
     account: str,
 ) -> list[Row]:
     """That one intent, locked, if it is due (a batch claimed row by row)."""
-    params = {**_params(channel, now, limit, account, 0), "tenant_id": tenant_id, "id": intent_id}
+    params = {
+        **_params(channel, now, limit, account, Lanes(0, 0.0)),
+        "tenant_id": tenant_id,
+        "id": intent_id,
+    }
     return fetch_all(conn, "claim_one", params)
 
 
 def due_ids(
-    conn: Conn, *, channel: str, now: datetime, limit: int, account: str, urgent_limit: int
+    conn: Conn, *, channel: str, now: datetime, limit: int, account: str, lanes: Lanes
 ) -> list[tuple[str, UUID]]:
     """What `due` would take, by id alone: no column a worker might fail to decode."""
-    rows = fetch_all(conn, "claim_due_ids", _params(channel, now, limit, account, urgent_limit))
+    rows = fetch_all(conn, "claim_due_ids", _params(channel, now, limit, account, lanes))
     return [(r["tenant_id"], r["id"]) for r in rows]

@@ -7,6 +7,8 @@
 -- out part-way through a batch are shared between tenants and jobs too.
 --   urgent: intents of no job, up to %(urgent_limit)s shared equally
 --           between the tenants that have some, each its oldest due;
+--   soon:   jobs' intents whose deadline (a token's life) is within
+--           %(horizon)s seconds, the earliest deadline first;
 --   bulk:   the rest of the batch shared between the jobs sending now,
 --           equal per tenant and, inside a tenant, equal per job, each
 --           job's share its oldest due intents;
@@ -59,6 +61,31 @@ urgent AS (
         FOR UPDATE OF i SKIP LOCKED
     ) u ON u.tenant_id = t.tenant_id
 ),
+soon AS (
+    SELECT d.tenant_id, d.id, 1 AS lane_order, d.next_due_at,
+           row_number() OVER (ORDER BY d.expires_at, d.id) AS turn
+    FROM (
+        SELECT i.tenant_id, i.id, i.next_due_at, i.expires_at
+        FROM intents i
+        WHERE i.expires_at IS NOT NULL
+          AND i.expires_at <= %(now)s + make_interval(secs => %(horizon)s)
+          AND i.state IN ('pending', 'resend_due')
+          AND i.job_id IS NOT NULL
+          AND i.channel = %(channel)s
+          AND i.next_due_at <= %(now)s
+          AND NOT EXISTS (
+              SELECT 1 FROM controls c
+              WHERE c.tenant_id = i.tenant_id AND c.kind = 'kill_switch' AND c.enabled
+                AND c.channel IN ('', i.channel) AND c.country IN ('', coalesce(i.country, '')))
+          AND NOT EXISTS (
+              SELECT 1 FROM provider_backoffs b
+              WHERE b.tenant_id = i.tenant_id AND b.account = %(account)s
+                AND b.held_until > %(now)s)
+        ORDER BY i.expires_at, i.id
+        LIMIT greatest(%(limit)s - (SELECT count(*) FROM urgent), 0)
+        FOR UPDATE OF i SKIP LOCKED
+    ) d
+),
 sending_jobs AS (
     SELECT j.tenant_id, j.id, count(*) OVER (PARTITION BY j.tenant_id) AS tenant_jobs
     FROM jobs j
@@ -75,13 +102,14 @@ sending_jobs AS (
 ),
 shares AS (
     SELECT s.tenant_id, s.id,
-           ceil(greatest(%(limit)s - (SELECT count(*) FROM urgent), 0)::numeric
+           ceil(greatest(%(limit)s - (SELECT count(*) FROM urgent)
+                         - (SELECT count(*) FROM soon), 0)::numeric
                 / (s.tenant_jobs * (SELECT count(DISTINCT tenant_id) FROM sending_jobs)))::int
                AS quota
     FROM sending_jobs s
 ),
 bulk AS (
-    SELECT b.tenant_id, b.id, 1 AS lane_order, b.next_due_at,
+    SELECT b.tenant_id, b.id, 2 AS lane_order, b.next_due_at,
            row_number() OVER (PARTITION BY s.tenant_id, s.id ORDER BY b.next_due_at, b.id) AS turn
     FROM shares s
     JOIN LATERAL (
@@ -96,13 +124,14 @@ bulk AS (
               SELECT 1 FROM controls c
               WHERE c.tenant_id = i.tenant_id AND c.kind = 'kill_switch' AND c.enabled
                 AND c.channel IN ('', i.channel) AND c.country = coalesce(i.country, ''))
+          AND NOT EXISTS (SELECT 1 FROM soon o WHERE o.tenant_id = i.tenant_id AND o.id = i.id)
         ORDER BY i.next_due_at, i.id
         LIMIT s.quota
         FOR UPDATE OF i SKIP LOCKED
     ) b ON b.tenant_id = s.tenant_id
 ),
 fill AS (
-    SELECT i.tenant_id, i.id, 2 AS lane_order, i.next_due_at, 1 AS turn
+    SELECT i.tenant_id, i.id, 3 AS lane_order, i.next_due_at, 1 AS turn
     FROM intents i
     WHERE i.state IN ('pending', 'resend_due')
       AND i.channel = %(channel)s
@@ -116,9 +145,11 @@ fill AS (
           WHERE b.tenant_id = i.tenant_id AND b.account = %(account)s
             AND b.held_until > %(now)s)
       AND NOT EXISTS (SELECT 1 FROM urgent u WHERE u.tenant_id = i.tenant_id AND u.id = i.id)
+      AND NOT EXISTS (SELECT 1 FROM soon o WHERE o.tenant_id = i.tenant_id AND o.id = i.id)
       AND NOT EXISTS (SELECT 1 FROM bulk k WHERE k.tenant_id = i.tenant_id AND k.id = i.id)
     ORDER BY i.next_due_at, i.id
-    LIMIT greatest(%(limit)s - (SELECT count(*) FROM urgent) - (SELECT count(*) FROM bulk), 0)
+    LIMIT greatest(%(limit)s - (SELECT count(*) FROM urgent) - (SELECT count(*) FROM soon)
+                   - (SELECT count(*) FROM bulk), 0)
     FOR UPDATE OF i SKIP LOCKED
 ),
 picked AS (
@@ -131,7 +162,8 @@ picked AS (
     -- (locked until this transaction ends, then free for the next claim).
     SELECT tenant_id, id, row_number() OVER (ORDER BY lane_order, turn, md5(id::text)) AS place
     FROM (
-        SELECT * FROM urgent UNION ALL SELECT * FROM bulk UNION ALL SELECT * FROM fill
+        SELECT * FROM urgent UNION ALL SELECT * FROM soon
+        UNION ALL SELECT * FROM bulk UNION ALL SELECT * FROM fill
     ) offered
     ORDER BY lane_order, turn, md5(id::text)
     LIMIT %(limit)s
