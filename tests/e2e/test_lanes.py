@@ -257,3 +257,63 @@ def test_a_stop_committed_between_the_claim_and_the_call_stops_it(
                 p.terminate()
                 p.wait(timeout=60)
     assert calls == []
+
+
+SCOPES = {
+    # scope: (the rule's limit, the intents: (recipient ref, phone, event class))
+    "recipient": (1, [("r1", "+14155550101", "offer")] * 3),
+    "destination": (1, [(f"r{n}", "+14155550102", "offer") for n in range(3)]),
+    "event_class": (3, [(f"r{n}", f"+1415555011{n}", "class_771_offer") for n in range(5)]),
+    "tenant": (2, [(f"r{n}", f"+1415555012{n}", "offer") for n in range(4)]),
+    "country": (2, [(f"r{n}", f"+1415555013{n}", "offer") for n in range(4)]),
+}
+
+
+def test_every_limit_scope_holds_through_worker_processes(db_url: str, tmp_path: Path) -> None:
+    """Seed 000: limits per recipient, number, class, tenant and country, atomic
+    with the claim, held by two worker processes; one tenant per scope, so
+    each count is that scope's alone. A last tenant has two scopes at once:
+    a message that fits one and not the other consumes neither."""
+    plans = {**SCOPES, "both": (0, [(f"r{n % 2}", f"+1415555014{n}", "offer") for n in range(4)])}
+    for scope, (limit, intents) in plans.items():
+        policy = builtin_document("default")
+        policy["version"] = f"limits-{scope}"
+        rules = (
+            [{"scope": scope, "channel": "sms", "limit": limit, "per_seconds": 3600}]
+            if scope != "both"
+            else [
+                {"scope": "recipient", "channel": "sms", "limit": 2, "per_seconds": 3600},
+                {"scope": "tenant", "channel": "sms", "limit": 3, "per_seconds": 3600},
+            ]
+        )
+        policy["rate_limits"] = rules
+        set_up(db_url, f"limits-{scope.replace('_', '-')}", policy)
+        t = Tidings(db_url, tenant=f"limits-{scope.replace('_', '-')}", secret_key=TEST_SECRET)
+        try:
+            for n, (ref, phone, event_class) in enumerate(intents):
+                t.notify(
+                    idempotency_key=f"{scope}:{n}",
+                    channel="sms",
+                    recipient={"ref": ref, "phone": phone},
+                    template="offer",
+                    purpose="transactional",
+                    event_class=event_class,
+                )
+        finally:
+            t.close()
+    expected = {f"limits-{s.replace('_', '-')}": limit for s, (limit, _) in SCOPES.items()}
+    expected["limits-both"] = 3
+    per_tenant = (
+        "SELECT tenant_id, count(*) FROM attempts WHERE call_started_at IS NOT NULL GROUP BY 1"
+    )
+    with deployment(db_url, tmp_path, workers=2):
+        wait_until(lambda: scalar(db_url, CALLS) >= sum(expected.values()), what="every send")
+        time.sleep(3)  # time enough for one too many
+        with psycopg.connect(db_url) as conn:
+            made = dict(conn.execute(per_tenant).fetchall())
+            spent = conn.execute(
+                "SELECT coalesce(sum(used), 0) FROM rate_counters"
+                " WHERE tenant_id = 'limits-both' AND scope = 'recipient'"
+            ).fetchone()
+    assert made == expected
+    assert spent is not None and spent[0] == 3  # the fourth consumed no recipient room
