@@ -70,6 +70,8 @@ class Worker(WorkerSteps):
         self._inboxes = {channel: Inbox() for channel in self.adapters}
         self._pending: dict[str, dict[Future[Sent | IntentOutcome], Claimed]] = {}
         self._queues = {channel: SendQueue() for channel in self.adapters}
+        # New intents were announced since the last claim (a ring).
+        self._announced = dict.fromkeys(self.adapters, False)
 
     def run(self, stop: threading.Event) -> int:
         """Work until `stop` is set, then drain for at most one lease.
@@ -178,7 +180,10 @@ class Worker(WorkerSteps):
         """One turn: top up the sends in flight, then record what finished.
 
         Claims come in chunks of at least half the window, so the claim's
-        cost is shared; answers are recorded as they arrive, so one slow
+        cost is shared, or at once when new intents were announced: the
+        claim takes single intents first (docs/concepts/lanes.md), so one
+        created while the window is full of a job's claims waits for no
+        chunk to free up. Answers are recorded as they arrive, so one slow
         provider call holds up only itself, never the calls around it. An
         answer that cannot be recorded is let go: its lease lapses and
         reconciliation looks it up, as after a crash.
@@ -186,8 +191,9 @@ class Worker(WorkerSteps):
         queue = self._queues[channel]
         room = size - len(pending) - len(queue)
         inbox = self._inboxes[channel]
-        if not stop.is_set() and room >= max(1, size // 2):
-            claimed = self.claim(channel, room)
+        announced, self._announced[channel] = self._announced[channel], False
+        if not stop.is_set() and (room >= max(1, size // 2) or announced):
+            claimed = self.claim(channel, max(room, 1))
             self._hold(claimed)
             queue.push(claimed)
         self._feed(channel, pool, pending)
@@ -195,8 +201,10 @@ class Worker(WorkerSteps):
         # so a create at light load is claimed at once, not after a timeout.
         answers = []
         for arrived in inbox.take(self.config.idle_wait):
-            # A ring, or a send handed back (canceled) after it was queued.
-            if arrived is Inbox.RING or pending.pop(arrived, None) is None:
+            if arrived is Inbox.RING:
+                self._announced[channel] = True
+                continue
+            if pending.pop(arrived, None) is None:  # handed back (canceled) after it was queued
                 continue
             try:
                 answers.append(arrived.result())
