@@ -51,6 +51,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="API and workers through PgBouncer in transaction pooling mode",
     )
+    parser.add_argument(
+        "--patroni",
+        action="store_true",
+        help="a three-member Patroni cluster of the run's own, with failovers and switchovers",
+    )
     hosts.add_arguments(parser)
     return parser.parse_args(argv)
 
@@ -80,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         keep_database=args.keep_database,
         pauses=args.pause,
         pgbouncer=args.pgbouncer,
+        patroni=args.patroni,
         progress=lambda line: console.print(f"[dim]{line}[/]"),
     )
     result = run(config)

@@ -95,6 +95,7 @@ class Workload:
     outcomes: Counter[str] = field(default_factory=Counter)
     mismatches: list[str] = field(default_factory=list)
     recent: list[tuple[float, str]] = field(default_factory=list)  # (created, intent id)
+    acknowledged: set[str] = field(default_factory=set)  # every create answered or committed
     jobs: list[str] = field(default_factory=list)
     _n: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -398,6 +399,7 @@ class Workload:
             for kind, intent_id in made:
                 self.created[kind] += 1
                 self.recent.append((now, intent_id))
+                self.acknowledged.add(intent_id)
             del self.recent[:-2000]
 
     def _count(self, what: str) -> None:
