@@ -99,9 +99,9 @@ def intent_timeline(intent_id: str, caller: Reader) -> Timeline:
 
 def _admit_and_create(sending: Admission, body: IntentIn) -> tuple[Intent, bool]:
     # In autocommit: the key check and the create are one statement each
-    # (see Tidings.notify), nothing to hold a transaction open for.
-    with sending.root.db.statements() as conn:
-        return _create(conn, sending.admit(conn), body)
+    # (see Tidings.notify), nothing to hold a transaction open for; keyed by
+    # the idempotency key, so safe to run again across a failover.
+    return sending.root.db.statements_again(lambda conn: _create(conn, sending.admit(conn), body))
 
 
 def _create(conn: psycopg.Connection[Any], caller: Caller, body: IntentIn) -> tuple[Intent, bool]:
