@@ -98,13 +98,14 @@ class Database:
             yield own
 
     @contextmanager
-    def statements(self) -> Iterator[psycopg.Connection[Any]]:
+    def statements(self, *, wait: float | None = None) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection in autocommit: each statement commits alone.
 
         For work whose one write is a single statement (creating an intent):
-        it saves the BEGIN and COMMIT round trips of a transaction.
+        it saves the BEGIN and COMMIT round trips of a transaction. `wait`:
+        the longest wait for a connection, if not CONNECTION_WAIT_SECONDS.
         """
-        with self._primary() as own:
+        with self._primary(wait) as own:
             own.autocommit = True
             try:
                 yield own
@@ -127,7 +128,7 @@ class Database:
         while True:
             conn = None
             try:
-                with self.statements() as conn:
+                with self.statements(wait=max(0.0, deadline - time.monotonic())) as conn:
                     return work(conn)
             except psycopg.Error as exc:
                 if not without_primary(exc, conn) or time.monotonic() >= deadline:
@@ -135,12 +136,12 @@ class Database:
             time.sleep(AGAIN_PAUSE_SECONDS)  # the pool is reconnecting; bounded by the deadline
 
     @contextmanager
-    def _primary(self) -> Iterator[psycopg.Connection[Any]]:
+    def _primary(self, wait: float | None = None) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection, with what its errors say about the primary
         noted (store/primary.py): waiting for one, or reached again."""
         own = None
         try:
-            with self.pool.connection() as own:
+            with self.pool.connection(timeout=wait) as own:
                 try:
                     yield own
                 except psycopg.Error as exc:
