@@ -52,6 +52,9 @@ PINNED = {
     "tidings_reconciliation_lookups_total",
     "tidings_rate_limit_waits_total",
     "tidings_rate_limit_wait_seconds",
+    "tidings_database_waiting_for_primary",
+    "tidings_database_primary_waits_total",
+    "tidings_database_primary_wait_seconds_total",
 }
 
 REPORT_BODY = "Report {{ report_id }} revision {{ report_revision }} is attached."
