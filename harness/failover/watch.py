@@ -4,7 +4,7 @@ they were waiting for a primary, and how long tidings took to resume.
 The API serves `tidings_database_waiting_for_primary` (1 while its pool
 finds no writable primary); sampled twice a second, the run sees it raised
 during each failover and cleared after. Resuming is read from the rows:
-the first claim and the first intent committed after the fault.
+the first claim and the first create on the new primary.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from itertools import pairwise
 from typing import Any
 
 import psycopg
@@ -79,38 +78,35 @@ def watching(metrics_url: str) -> Iterator[WaitingWatch]:
 FIRST_AFTER = """
 SELECT
   (SELECT min(at) FROM transitions WHERE event = 'claim' AND at >= %(writable)s) AS claim,
-  (SELECT min(created_at) FROM intents WHERE created_at >= %(writable)s) AS created
+  (SELECT min(created_at) FROM intents WHERE created_at >= %(writable)s) AS created,
+  (SELECT max(at) FROM transitions WHERE event = 'claim' AND at < %(at)s) AS claim_before
 """
-CLAIMS_AROUND = """
-SELECT at FROM transitions
- WHERE event = 'claim' AND at BETWEEN %(at)s - interval '5 seconds' AND %(until)s ORDER BY at
-"""
-# How far past the new primary the longest pause in claims is looked for.
-AROUND_S = 20.0
 
 
 def resumed(db_url: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each event with how tidings took it, read from the rows:
-    `resumed_s`, from the fault until both a claim and a create had
-    committed on the new primary (None: not both came), and `stall_s`, the
-    longest pause between two claims around the fault (the old primary may
-    take work until it steps down)."""
+    """Each event with how tidings took it, read from the rows (every
+    process stamps them with this host's clock): from the fault until the
+    first claim (`claims_resumed_s`) and the first create
+    (`creates_resumed_s`) on the new primary, and `claim_gap_s`, the pause
+    between the last claim before the fault and that first claim. None:
+    none came."""
     out = []
     with psycopg.connect(db_url) as conn:
         for event in events:
             at = datetime.fromtimestamp(event["at"], UTC)
             writable = at + timedelta(seconds=event["new_primary_s"])
-            row = conn.execute(FIRST_AFTER, {"writable": writable}).fetchone()
-            firsts = [t for t in (row or ()) if t is not None]
-            done = max(firsts) if len(firsts) == 2 else None
-            until = writable + timedelta(seconds=AROUND_S)
-            claims = [r[0] for r in conn.execute(CLAIMS_AROUND, {"at": at, "until": until})]
-            gaps = [(b - a).total_seconds() for a, b in pairwise(claims)]
+            row = conn.execute(FIRST_AFTER, {"at": at, "writable": writable}).fetchone()
+            claim, created, before = row or (None, None, None)
             out.append(
                 {
                     **event,
-                    "resumed_s": None if done is None else round((done - at).total_seconds(), 2),
-                    "stall_s": round(max(gaps, default=0.0), 2),
+                    "claims_resumed_s": _seconds(at, claim),
+                    "creates_resumed_s": _seconds(at, created),
+                    "claim_gap_s": _seconds(before, claim),
                 }
             )
     return out
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> float | None:
+    return None if start is None or end is None else round((end - start).total_seconds(), 2)

@@ -3,9 +3,10 @@ it, and the two server-side faults (restart, terminated connections).
 
 Which restart is possible depends on the server: the system cluster on
 127.0.0.1:5432 restarts through `pg_ctlcluster` (root only); an embedded
-pgserver (a Unix-socket URL) restarts through its own `pg_ctl`. Anything
-else cannot be restarted from here, and the run records why instead of
-failing.
+pgserver (a Unix-socket URL) restarts through its own `pg_ctl`; a Patroni
+cluster of the run's own (`--patroni`) restarts its primary in place
+through Patroni. Anything else cannot be restarted from here, and the run
+records why instead of failing.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ was none, and stopped saying so once there was.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from harness.reliability import report
@@ -73,7 +74,8 @@ def test_work_went_on_through_the_failovers(failed_over: RunReport) -> None:
     assert processed["provider_requests"].get("accepted", 0) >= 150
     assert failed_over.probes and all(not p["failures"] for p in failed_over.probes)
     for event in failed_over.server["failovers"]:
-        assert event["resumed_s"] is not None, event
+        assert event["claims_resumed_s"] is not None, event
+        assert event["creates_resumed_s"] is not None, event
 
 
 def test_single_intents_over_http_rode_through_the_failovers(failed_over: RunReport) -> None:
@@ -88,5 +90,9 @@ def test_the_processes_said_they_waited_for_a_primary_and_stopped_saying_so(
     failed_over: RunReport,
 ) -> None:
     waiting = failed_over.processed["waiting_for_primary"]
-    assert waiting["seen"], waiting
+    assert waiting["seen"], waiting  # the API's gauge, sampled twice a second
     assert waiting["at_end"] == 0, waiting
+    logs = {p.name: p.read_text(errors="replace") for p in Path(failed_over.logs).glob("*.log")}
+    for name in ("api.log", "worker-1.log"):
+        assert "waiting for a primary" in logs[name], name
+        assert "primary reached" in logs[name].split("waiting for a primary")[-1], name
