@@ -272,9 +272,9 @@ class Workload:
         doc["resend_budget"] = 10**30
         auth = {"Authorization": f"Bearer {self.rival_admin_key}"}
         answer = None
-        for _ in range(RETRIES):  # the API may be restarting under a fault
+        for _ in range(RETRIES):  # the API or its database may be away under a fault
             answer = call("POST", f"{self.api_url}/v1/policies", json=doc, headers=auth)
-            if answer is not None:
+            if answer is not None and answer.status_code != 503:
                 break
             time.sleep(1.0)
         status = answer.status_code if answer is not None else "unreachable"
