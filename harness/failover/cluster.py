@@ -39,6 +39,7 @@ import httpx
 import psycopg
 from psycopg.conninfo import make_conninfo
 
+from harness.failover.config import member_config
 from tidings.cli.devstack import free_port
 
 ETCD = "/usr/bin/etcd"
@@ -46,11 +47,11 @@ MEMBERS = 3
 START_TIMEOUT_S = 120.0
 # A new primary is expected well within the leader key's life.
 FAILOVER_TIMEOUT_S = 60.0
-TTL_S = 20
 # Patroni refuses nothing as root, but PostgreSQL does: the agents run as
 # this Debian user, keeping only the right to read the (root-owned)
 # virtual environment they are started from.
 SERVER_USER = "postgres"
+Idle = Callable[[], None] | None
 
 
 @dataclass
@@ -89,9 +90,12 @@ class PatroniCluster:
         ]
         self._etcd: subprocess.Popen[bytes] | None = None
         self._user = _server_user()
-        # Each failover, switchover and restart: when (wall clock, so rows'
+        # Each failover and switchover: when (wall clock, so rows'
         # timestamps compare), which member gave way to which, how long.
         self.events: list[dict[str, Any]] = []
+        # Called while a fault waits on the cluster: the reliability run
+        # supervises its workers meanwhile, as between faults.
+        self.idle: Idle = None
 
     def __enter__(self) -> PatroniCluster:
         try:
@@ -139,7 +143,8 @@ class PatroniCluster:
         for member in self.members:
             member.folder.mkdir(mode=0o700)
             config = member.folder / "patroni.yml"
-            config.write_text(json.dumps(self._config(member), indent=2))
+            settings = member_config(self.scope, member, self.etcd_port, server_bin())
+            config.write_text(json.dumps(settings, indent=2))
             self._give(member.folder)
             member.proc = self._spawn(
                 [sys.executable, "-m", "patroni", str(config)], member.folder / "patroni.log"
@@ -181,16 +186,18 @@ class PatroniCluster:
                     return found
         return None
 
-    def wait_primary(self, timeout: float, *, other_than: str | None = None) -> Member:
+    def wait_primary(
+        self, timeout: float, *, other_than: str | None = None, idle: Idle = None
+    ) -> Member:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             found = self.primary()
             if found is not None and found.name != other_than:
                 return found
-            time.sleep(0.2)
+            _pause(0.2, idle)
         raise TimeoutError(f"no writable primary (other than {other_than}): {self.state()}")
 
-    def wait_healthy(self, timeout: float) -> None:
+    def wait_healthy(self, timeout: float, idle: Idle = None) -> None:
         """A primary, a synchronous standby, and every member streaming."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -201,7 +208,7 @@ class PatroniCluster:
             whole = len(members) == MEMBERS and running and "sync_standby" in roles
             if whole and self.primary() is not None:
                 return
-            time.sleep(0.3)
+            _pause(0.3, idle)
         raise TimeoutError(f"cluster not healthy after {timeout:.0f} s: {self.state()}")
 
     def kill_primary(self) -> tuple[str, str, float]:
@@ -209,7 +216,7 @@ class PatroniCluster:
         old = self._ready_to_fail_over()
         os.kill(old.postmaster_pid(), signal.SIGKILL)
         started = time.monotonic()
-        new = self.wait_primary(FAILOVER_TIMEOUT_S, other_than=old.name)
+        new = self.wait_primary(FAILOVER_TIMEOUT_S, other_than=old.name, idle=self.idle)
         return old.name, new.name, time.monotonic() - started
 
     def switchover(self) -> tuple[str, str, float]:
@@ -219,16 +226,16 @@ class PatroniCluster:
         answer = httpx.post(f"{old.api}/switchover", json={"leader": old.name}, timeout=30)
         if answer.status_code != 200:
             raise RuntimeError(f"switchover refused: {answer.status_code} {answer.text}")
-        new = self.wait_primary(FAILOVER_TIMEOUT_S, other_than=old.name)
+        new = self.wait_primary(FAILOVER_TIMEOUT_S, other_than=old.name, idle=self.idle)
         return old.name, new.name, time.monotonic() - started
 
     def restart_primary(self) -> None:
         """Restart the primary's PostgreSQL in place (it keeps the leader lock)."""
-        old = self.wait_primary(FAILOVER_TIMEOUT_S)
+        old = self._ready_to_fail_over()  # not while a promotion is still under way
         answer = httpx.post(f"{old.api}/restart", json={}, timeout=FAILOVER_TIMEOUT_S)
         if answer.status_code != 200:
             raise RuntimeError(f"restart refused: {answer.status_code} {answer.text}")
-        self.wait_primary(FAILOVER_TIMEOUT_S)
+        self.wait_primary(FAILOVER_TIMEOUT_S, idle=self.idle)
 
     def fail_over(self) -> str:
         """`kill_primary`, noted in `events`."""
@@ -242,8 +249,8 @@ class PatroniCluster:
         # with none named yet (a member still rejoining after the last
         # fault, a restart just done) Patroni restarts a crashed primary in
         # place instead, which is right, and not the fault asked for.
-        self.wait_healthy(START_TIMEOUT_S)
-        return self.wait_primary(FAILOVER_TIMEOUT_S)
+        self.wait_healthy(FAILOVER_TIMEOUT_S, self.idle)
+        return self.wait_primary(FAILOVER_TIMEOUT_S, idle=self.idle)
 
     def _noted(self, kind: str, action: Callable[[], tuple[str, str, float]]) -> str:
         at = time.time()
@@ -273,54 +280,6 @@ class PatroniCluster:
 
     # --- plumbing -------------------------------------------------------------
 
-    def _config(self, member: Member) -> dict[str, Any]:
-        trusted = ["local all all trust", "host all all 127.0.0.1/32 trust",
-                   "host replication all 127.0.0.1/32 trust"]  # fmt: skip
-        return {
-            "scope": self.scope,
-            "namespace": "/tidings/",
-            "name": member.name,
-            "log": {"level": "INFO"},
-            "restapi": {
-                "listen": f"127.0.0.1:{member.api_port}",
-                "connect_address": f"127.0.0.1:{member.api_port}",
-            },
-            "etcd3": {"hosts": [f"127.0.0.1:{self.etcd_port}"]},
-            "bootstrap": {
-                "dcs": {
-                    "ttl": TTL_S,
-                    "loop_wait": 1,
-                    "retry_timeout": 5,
-                    "primary_start_timeout": 0,
-                    "synchronous_mode": True,
-                    "postgresql": {
-                        "use_pg_rewind": True,
-                        "use_slots": True,
-                        "parameters": {
-                            "max_connections": 300,
-                            "synchronous_commit": "on",
-                            "wal_keep_size": "256MB",
-                            "hot_standby": "on",
-                        },
-                    },
-                },
-                "initdb": [{"encoding": "UTF8"}, {"auth": "trust"}],
-            },
-            "postgresql": {
-                "listen": f"127.0.0.1:{member.pg_port}",
-                "connect_address": f"127.0.0.1:{member.pg_port}",
-                "data_dir": str(member.data_dir),
-                "bin_dir": str(server_bin()),
-                "pgpass": str(member.folder / "pgpass"),
-                "authentication": {
-                    "superuser": {"username": "postgres"},
-                    "replication": {"username": "postgres"},
-                },
-                "parameters": {"unix_socket_directories": str(member.folder)},
-                "pg_hba": trusted,
-            },
-        }
-
     def _spawn(
         self, argv: list[str], log: Path, *, as_server_user: bool = True
     ) -> subprocess.Popen[bytes]:
@@ -349,6 +308,12 @@ class PatroniCluster:
                 text = log.read_text(errors="replace") if log.exists() else ""
                 name = log.parent.name if log.parent != self.root else "etcd"
                 raise RuntimeError(f"{name} exited {process.returncode}:\n{text[-3000:]}")
+
+
+def _pause(seconds: float, idle: Idle) -> None:
+    if idle is not None:
+        idle()
+    time.sleep(seconds)
 
 
 def server_bin() -> Path:

@@ -148,6 +148,8 @@ class Injector:
 
     def run(self, schedule: Schedule, stop: threading.Event) -> None:
         """Inject the scheduled faults; supervise the workers in between."""
+        if self.server.cluster is not None:  # and while a failover is awaited
+            self.server.cluster.idle = self.supervise
         actions: dict[str, Callable[[], str]] = {
             "worker_sigkill": self.worker_sigkill,
             "worker_fault_point": self.worker_fault_point,
