@@ -3,6 +3,10 @@
 `python -m harness.reliability --hosts --recipients 100000`: the many-hosts
 run instead (harness/reliability/hosts.py), with its own report.
 
+`python -m harness.reliability --soak 60`: an hour of every fault kind on a
+three-member Patroni cluster, the primary killed and switched over among
+them (harness/failover/).
+
 Writes harness/reliability/reports/reliability-<time>-seed<seed>.json, prints
 a table, and exits 1 if any invariant was violated.
 """
@@ -52,6 +56,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="API and workers through PgBouncer in transaction pooling mode",
     )
+    parser.add_argument(
+        "--patroni",
+        action="store_true",
+        help="a three-member Patroni cluster of the run's own, with failovers and switchovers",
+    )
+    parser.add_argument(
+        "--soak",
+        type=float,
+        metavar="MINUTES",
+        help="every fault kind at once on a Patroni cluster, failovers and switchovers "
+        "among them, for MINUTES (--patroni --minutes MINUTES)",
+    )
     hosts.add_arguments(parser)
     return parser.parse_args(argv)
 
@@ -70,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     if args.hosts:
         return hosts.main(args, console)
+    if args.soak is not None:
+        args.patroni, args.minutes = True, args.soak
     config = RunConfig(
         minutes=args.minutes,
         seed=args.seed,
@@ -81,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         keep_database=args.keep_database,
         pauses=args.pause,
         pgbouncer=args.pgbouncer,
+        patroni=args.patroni,
         progress=lambda line: console.print(f"[dim]{line}[/]"),
     )
     result = run(config)

@@ -3,9 +3,10 @@ it, and the two server-side faults (restart, terminated connections).
 
 Which restart is possible depends on the server: the system cluster on
 127.0.0.1:5432 restarts through `pg_ctlcluster` (root only); an embedded
-pgserver (a Unix-socket URL) restarts through its own `pg_ctl`. Anything
-else cannot be restarted from here, and the run records why instead of
-failing.
+pgserver (a Unix-socket URL) restarts through its own `pg_ctl`; a Patroni
+cluster of the run's own (`--patroni`) restarts its primary in place
+through Patroni. Anything else cannot be restarted from here, and the run
+records why instead of failing.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from harness.failover.cluster import PatroniCluster
 from tidings.store.migrate import migrate
 
 RESTART_TIMEOUT_S = 60.0
@@ -38,6 +40,7 @@ class Server:
     restart_skip_reason: str | None = None
     data_dir: str | None = None  # embedded only
     restarts: int = 0
+    cluster: PatroniCluster | None = None  # a "patroni" server: one that fails over
 
     @property
     def can_restart(self) -> bool:
@@ -48,7 +51,9 @@ class Server:
         if self.restart_skip_reason is not None:
             raise RuntimeError(self.restart_skip_reason)
         started = time.monotonic()
-        if self.kind == "system":
+        if self.cluster is not None:
+            self.cluster.restart_primary()
+        elif self.kind == "system":
             version = sorted(os.listdir("/etc/postgresql"))[-1]
             command = ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"]
             subprocess.run(command, check=True, capture_output=True, timeout=RESTART_TIMEOUT_S)
@@ -79,6 +84,19 @@ def describe(url: str) -> Server:
 
 
 @contextmanager
+def server(url: str | None, patroni: bool = False) -> Iterator[Server]:
+    """The run's server: a Patroni cluster, the one at `url`, or a private one."""
+    if patroni:
+        with patroni_server() as cluster:
+            yield cluster
+    elif url is None:
+        with private_server() as private:
+            yield private
+    else:
+        yield describe(url)
+
+
+@contextmanager
 def private_server() -> Iterator[Server]:
     """A PostgreSQL of the run's own (pgserver), deleted afterwards: restarting
     it disturbs nobody else using the machine's shared server."""
@@ -91,6 +109,14 @@ def private_server() -> Iterator[Server]:
         yield describe(server.get_uri())
     finally:
         server.cleanup()
+
+
+@contextmanager
+def patroni_server() -> Iterator[Server]:
+    """A three-member Patroni cluster of the run's own, reached through its
+    multi-host DSN; its faults are failovers and switchovers."""
+    with PatroniCluster() as cluster:
+        yield Server(cluster.url(), "patroni", cluster=cluster)
 
 
 def create_database(server_url: str) -> str:

@@ -47,6 +47,9 @@ PERIODS: dict[str, float] = {
 # pause or a frozen VM would. Off by default: see "Findings" in
 # docs/reliability.md for what it shows.
 OPTIONAL_PERIODS: dict[str, float] = {"worker_pause": 20.0}
+# On a Patroni cluster (`--patroni`): the primary's postmaster killed, and a
+# planned switchover (harness/failover/cluster.py).
+FAILOVER_PERIODS: dict[str, float] = {"pg_failover": 60.0, "pg_switchover": 60.0}
 PAUSE_BEYOND_LEASE_S = 4.0
 # TIDINGS_FAULTS points; the commit-after-acceptance one is the one that matters most.
 POINTS = (
@@ -104,9 +107,16 @@ class Schedule:
     events: list[tuple[float, str]]
 
     @classmethod
-    def draw(cls, duration: float, rng: random.Random, pauses: bool = False) -> Schedule:
+    def draw(
+        cls,
+        duration: float,
+        rng: random.Random,
+        pauses: bool = False,
+        periods: dict[str, float] | None = None,
+    ) -> Schedule:
         events = []
-        periods = {**PERIODS, **(OPTIONAL_PERIODS if pauses else {})}
+        periods = {**(PERIODS if periods is None else periods)}
+        periods |= OPTIONAL_PERIODS if pauses else {}
         for kind, period in periods.items():
             count = max(1, round(duration / period))
             slice_ = duration / count
@@ -138,6 +148,8 @@ class Injector:
 
     def run(self, schedule: Schedule, stop: threading.Event) -> None:
         """Inject the scheduled faults; supervise the workers in between."""
+        if self.server.cluster is not None:  # and while a failover is awaited
+            self.server.cluster.idle = self.supervise
         actions: dict[str, Callable[[], str]] = {
             "worker_sigkill": self.worker_sigkill,
             "worker_fault_point": self.worker_fault_point,
@@ -145,6 +157,8 @@ class Injector:
             "worker_pause": self.worker_pause,
             "pg_terminate_backends": self.pg_terminate,
             "pg_restart": self.pg_restart,
+            "pg_failover": self.pg_failover,
+            "pg_switchover": self.pg_switchover,
             "provider_storm": self.provider_storm,
             "provider_slow": self.provider_slow,
             "webhook_replay": self.webhook_replay,
@@ -309,6 +323,16 @@ class Injector:
         if not self.server.can_restart:
             raise Skipped(str(self.server.restart_skip_reason))
         return f"{self.server.kind} server back after {self.server.restart():.1f} s"
+
+    def pg_failover(self) -> str:
+        if self.server.cluster is None:
+            raise Skipped("not a Patroni cluster")
+        return self.server.cluster.fail_over()
+
+    def pg_switchover(self) -> str:
+        if self.server.cluster is None:
+            raise Skipped("not a Patroni cluster")
+        return self.server.cluster.switch_over()
 
     # --- the provider and its webhooks -------------------------------------
 

@@ -22,14 +22,15 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
+from harness.failover.watch import resumed, watching
 from harness.pgbouncer import pgbouncer, through
 from tidings import Tidings
 
@@ -67,6 +68,11 @@ class RunConfig:
     # API and workers reach the database through PgBouncer in transaction
     # pooling mode (docs/scaling.md); the checks read it directly.
     pgbouncer: bool = False
+    # A three-member Patroni cluster instead (harness/failover/), with its
+    # failovers and switchovers among the faults; `periods` replaces the
+    # fault kinds of faults.PERIODS (a run of fewer kinds).
+    patroni: bool = False
+    periods: dict[str, float] | None = None
     progress: Callable[[str], None] = field(default=lambda _: None, repr=False)
 
 
@@ -91,17 +97,8 @@ class RunReport:
 
 def run(config: RunConfig) -> RunReport:
     with ExitStack() as stack:
-        server = stack.enter_context(_server(config.server_url))
+        server = stack.enter_context(database.server(config.server_url, config.patroni))
         return _run(config, server, stack)
-
-
-@contextmanager
-def _server(url: str | None) -> Iterator[database.Server]:
-    if url is None:
-        with database.private_server() as server:
-            yield server
-    else:
-        yield database.describe(url)
 
 
 def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunReport:
@@ -135,6 +132,7 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
     stack.callback(relay.close)
     stack.callback(fleet.stop)
     fleet.start(relay.url)
+    waiting = stack.enter_context(watching(fleet.metrics_url)) if config.patroni else None
     faults.configure(fleet.sim_url, {**faults.BASELINE, "seed": config.seed})
     t = Tidings(db_url, secret_key=secret)
     stack.callback(t.close)
@@ -143,7 +141,10 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
     say(f"database {db_url.split('dbname=')[-1]} on the {server.kind} server; logs in {log_dir}")
 
     chaos_s = config.minutes * 60
-    schedule = faults.Schedule.draw(chaos_s, random.Random(rng.random()), config.pauses)
+    periods = config.periods
+    if config.patroni:
+        periods = {**(faults.PERIODS if periods is None else periods), **faults.FAILOVER_PERIODS}
+    schedule = faults.Schedule.draw(chaos_s, random.Random(rng.random()), config.pauses, periods)
     injector = faults.Injector(
         fleet, server, relay, work, random.Random(rng.random()), config.flood_size, config.job_size
     )
@@ -196,6 +197,10 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
     )
     evidence.extra = extra
     evidence.extra["idempotent_create"] = list(work.mismatches)
+    kept = {str(i["id"]) for i in evidence.intents}
+    evidence.extra["acknowledged_creates_kept"] = [
+        f"intent {i} was acknowledged and is missing" for i in work.acknowledged - kept
+    ]
     # Issue #39: the hostile policy was refused by the API, and what was
     # planted around it was quarantined, nothing sent under it.
     evidence.extra["hostile_policy_isolated"] = work.hostile_check()
@@ -214,7 +219,11 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
         },
         started_at=started_at,
         seconds=seconds,
-        server={"kind": server.kind, "restart": server.restart_skip_reason or "possible"},
+        server={
+            "kind": server.kind,
+            "restart": server.restart_skip_reason or "possible",
+            "failovers": resumed(db_url, server.cluster.events) if server.cluster else [],
+        },
         faults=injector.summary(),
         workload={
             "created": dict(work.created),
@@ -232,6 +241,7 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
             ),
             "backlog_peak": max((n for _, n in backlog), default=0),
             "backlog_every_5s": backlog,
+            "waiting_for_primary": waiting.summary() if waiting else {},
         },
         probes=[asdict(p) for p in probed],
         invariants={

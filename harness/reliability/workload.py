@@ -95,6 +95,7 @@ class Workload:
     outcomes: Counter[str] = field(default_factory=Counter)
     mismatches: list[str] = field(default_factory=list)
     recent: list[tuple[float, str]] = field(default_factory=list)  # (created, intent id)
+    acknowledged: set[str] = field(default_factory=set)  # every create answered or committed
     jobs: list[str] = field(default_factory=list)
     _n: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -271,9 +272,9 @@ class Workload:
         doc["resend_budget"] = 10**30
         auth = {"Authorization": f"Bearer {self.rival_admin_key}"}
         answer = None
-        for _ in range(RETRIES):  # the API may be restarting under a fault
+        for _ in range(RETRIES):  # the API or its database may be away under a fault
             answer = call("POST", f"{self.api_url}/v1/policies", json=doc, headers=auth)
-            if answer is not None:
+            if answer is not None and answer.status_code != 503:
                 break
             time.sleep(1.0)
         status = answer.status_code if answer is not None else "unreachable"
@@ -398,6 +399,7 @@ class Workload:
             for kind, intent_id in made:
                 self.created[kind] += 1
                 self.recent.append((now, intent_id))
+                self.acknowledged.add(intent_id)
             del self.recent[:-2000]
 
     def _count(self, what: str) -> None:

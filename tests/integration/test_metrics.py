@@ -60,6 +60,9 @@ PINNED = {
     "tidings_claims_total",
     "tidings_claim_seconds",
     "tidings_claimed_intents_total",
+    "tidings_database_waiting_for_primary",
+    "tidings_database_primary_waits_total",
+    "tidings_database_primary_wait_seconds_total",
 }
 
 REPORT_BODY = "Report {{ report_id }} revision {{ report_revision }} is attached."

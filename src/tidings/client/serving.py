@@ -11,10 +11,10 @@ needs sit with their concept: `record_job` and `begin_upload` in
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -26,6 +26,8 @@ from tidings.store import api_keys, api_rate, events, ledger, tenants
 from tidings.store.api_keys import Principal, Refusal
 from tidings.store.events import MAX_LIMIT as MAX_EVENTS_PAGE
 from tidings.store.events import START, Cursor, Page
+
+T = TypeVar("T")
 
 Conn = psycopg.Connection[Any]
 
@@ -43,6 +45,13 @@ class ServingMethods(ClientBase):
         `conn=` (a key check and a create, say) without a transaction around them."""
         with self.db.statements() as conn:
             yield conn
+
+    def autocommit_again(self, work: Callable[[Conn], T]) -> T:
+        """`work` on a connection in autocommit (as `autocommit()`), run again
+        on a new one while it fails for want of a primary (a failover takes
+        seconds: docs/scaling.md). Only for work that comes out the same run
+        once or twice: a create under its idempotency key, or reads."""
+        return self.db.statements_again(work)
 
     def record_intent(
         self, *, actor: str, conn: Conn | None = None, **fields: Any

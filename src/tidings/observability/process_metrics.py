@@ -10,11 +10,16 @@ serves them beside the ledger's.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client import start_http_server as _start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from tidings.providers.outcomes import SendResult
+from tidings.store.primary import WATCH
 
 PROCESS_METRICS: tuple[str, ...] = (
     "tidings_provider_calls_total",
@@ -24,6 +29,9 @@ PROCESS_METRICS: tuple[str, ...] = (
     "tidings_claims_total",
     "tidings_claim_seconds",
     "tidings_claimed_intents_total",
+    "tidings_database_waiting_for_primary",
+    "tidings_database_primary_waits_total",
+    "tidings_database_primary_wait_seconds_total",
 )
 
 PROCESS_REGISTRY = CollectorRegistry()
@@ -99,6 +107,31 @@ _LOOKUPS = Counter(
     ["provider", "how"],
     registry=PROCESS_REGISTRY,
 )
+
+
+class _PrimaryCollector(Collector):
+    """Read at scrape time from the process's watch (store/primary.py)."""
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "tidings_database_waiting_for_primary",
+            "1 while this process finds no writable primary (a failover or an outage: "
+            "its connections broke, or reached a read-only member), else 0.",
+            value=1.0 if WATCH.waiting else 0.0,
+        )
+        yield CounterMetricFamily(
+            "tidings_database_primary_waits",
+            "Waits for a primary this process has seen end.",
+            value=WATCH.waits,
+        )
+        yield CounterMetricFamily(
+            "tidings_database_primary_wait_seconds",
+            "Seconds this process spent in the waits for a primary that ended.",
+            value=WATCH.waited_s,
+        )
+
+
+PROCESS_REGISTRY.register(_PrimaryCollector())
 
 
 def record_lookup(provider: str, how: str) -> None:

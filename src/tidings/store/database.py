@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 from weakref import WeakKeyDictionary
 
@@ -17,6 +17,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
+from tidings.store.primary import WATCH, PrimaryUnavailable, read_only, without_primary
 from tidings.store.queries import planned_each_time, q
 
 Row = dict[str, Any]
@@ -25,6 +26,9 @@ RECENTLY = 1.0
 # The longest a caller waits for a connection: with the database down, an
 # API request answers 503 after this, instead of psycopg_pool's 30 s.
 CONNECTION_WAIT_SECONDS = 10.0
+# Between two runs of work that failed for want of a primary.
+AGAIN_PAUSE_SECONDS = 0.2
+T = TypeVar("T")
 
 
 class _Pool(ConnectionPool[psycopg.Connection[Any]]):
@@ -90,23 +94,66 @@ class Database:
             with conn.transaction():
                 yield conn
             return
-        with self.pool.connection() as own, own.transaction():
+        with self._primary() as own, own.transaction():
             yield own
 
     @contextmanager
-    def statements(self) -> Iterator[psycopg.Connection[Any]]:
+    def statements(self, *, wait: float | None = None) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection in autocommit: each statement commits alone.
 
         For work whose one write is a single statement (creating an intent):
-        it saves the BEGIN and COMMIT round trips of a transaction.
+        it saves the BEGIN and COMMIT round trips of a transaction. `wait`:
+        the longest wait for a connection, if not CONNECTION_WAIT_SECONDS.
         """
-        with self.pool.connection() as own:
+        with self._primary(wait) as own:
             own.autocommit = True
             try:
                 yield own
             finally:
                 if not own.closed:
                     own.autocommit = False
+
+    def statements_again(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """`work` in autocommit (`statements`), run again on a new connection
+        while it fails for want of a primary, for as long as a caller waits
+        for a connection (a failover takes seconds: docs/scaling.md).
+
+        Only for work that comes out the same run once or twice: one
+        statement under the caller's idempotency key (a create: run again
+        after a commit whose answer was lost, it finds the first intent), or
+        reads. Never work that calls a provider: a call that may have
+        reached one is reconciled, not repeated.
+        """
+        deadline = time.monotonic() + CONNECTION_WAIT_SECONDS
+        while True:
+            conn = None
+            try:
+                with self.statements(wait=max(0.0, deadline - time.monotonic())) as conn:
+                    return work(conn)
+            except psycopg.Error as exc:
+                if not without_primary(exc, conn) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(AGAIN_PAUSE_SECONDS)  # the pool is reconnecting; bounded by the deadline
+
+    @contextmanager
+    def _primary(self, wait: float | None = None) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection, with what its errors say about the primary
+        noted (store/primary.py): waiting for one, or reached again."""
+        own = None
+        try:
+            with self.pool.connection(timeout=wait) as own:
+                try:
+                    yield own
+                except psycopg.Error as exc:
+                    if not read_only(exc):
+                        raise
+                    own.close()  # a standby: the pool must not hand it out again
+                    raise PrimaryUnavailable(f"the database is read-only: {exc}") from exc
+        except psycopg.Error as exc:
+            if without_primary(exc, own):
+                WATCH.lost(exc, self.url)
+            raise
+        WATCH.reached(self.url)
 
 
 def fetch_one(conn: psycopg.Connection[Any], name: str, params: Mapping[str, Any]) -> Row | None:

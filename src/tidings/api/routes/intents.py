@@ -96,9 +96,12 @@ def intent_timeline(intent_id: str, caller: Reader) -> Timeline:
 
 def _admit_and_create(sending: Admission, body: IntentIn) -> Recorded[Intent]:
     # In autocommit: the key check and the create are one statement each,
-    # nothing to hold a transaction open for. Not `notify`: the API tells a
+    # nothing to hold a transaction open for; keyed by the idempotency key,
+    # so safe to run again across a failover. Not `notify`: the API tells a
     # creation (201) from a replay (200), and records the key as the actor.
-    with sending.root.autocommit() as conn:
+    def create(conn: Any) -> Recorded[Intent]:
         caller = sending.admit(conn)
         raw: dict[str, Any] = body.model_dump(exclude_none=True)
         return caller.tidings.record_intent(actor=caller.actor, conn=conn, **raw)
+
+    return sending.root.autocommit_again(create)

@@ -1,0 +1,93 @@
+"""Waiting for a primary (store/primary.py): a connection that reaches a
+read-only member or is lost says so once, in the logs and the process
+metrics, and only a create keyed by its idempotency key is run again.
+
+The read-only member is a real server session with
+`default_transaction_read_only` on, as a hot standby answers; the lost
+connection is one whose backend is terminated on the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from prometheus_client import generate_latest
+from psycopg.conninfo import make_conninfo
+
+from tidings.observability.process_metrics import PROCESS_REGISTRY
+from tidings.store.database import Database
+from tidings.store.primary import WATCH, PrimaryUnavailable
+
+
+def waiting_gauge() -> float:
+    for line in generate_latest(PROCESS_REGISTRY).decode().splitlines():
+        if line.startswith("tidings_database_waiting_for_primary "):
+            return float(line.split()[1])
+    raise AssertionError("tidings_database_waiting_for_primary is not exported")
+
+
+@pytest.fixture
+def db(db_url: str) -> Iterator[Database]:
+    database = Database(db_url, max_size=2)
+    with database.transaction() as conn:  # starts from a reached primary
+        conn.execute("SELECT 1")
+    yield database
+    database.close()
+
+
+def test_a_read_only_member_is_no_primary_and_its_connection_is_dropped(
+    db: Database, db_url: str
+) -> None:
+    standby = Database(
+        make_conninfo(db_url, options="-c default_transaction_read_only=on"), max_size=1
+    )
+    try:
+        with pytest.raises(PrimaryUnavailable), standby.transaction() as conn:
+            conn.execute("CREATE TEMPORARY TABLE t (x int)")
+        assert WATCH.waiting
+        assert waiting_gauge() == 1.0
+        # The pool threw the connection away instead of handing it out again.
+        assert (
+            standby.pool.get_stats().get("connections_lost", 0)
+            + standby.pool.get_stats().get("returns_bad", 0)
+            >= 1
+        )
+    finally:
+        standby.close()
+    waits = WATCH.waits
+    with db.transaction() as conn:
+        conn.execute("SELECT 1")
+    assert not WATCH.waiting and WATCH.waits == waits + 1
+    assert waiting_gauge() == 0.0
+
+
+def test_a_lost_connection_is_run_again_when_the_work_is_safe_to_repeat(db: Database) -> None:
+    runs: list[int] = []
+
+    def work(conn: psycopg.Connection[Any]) -> int:
+        runs.append(1)
+        if len(runs) == 1:  # the server drops this session, as a dying primary does
+            conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        row = conn.execute("SELECT 42 AS answer").fetchone()
+        assert row is not None
+        return int(row["answer"])
+
+    assert db.statements_again(work) == 42
+    assert len(runs) == 2
+    assert not WATCH.waiting
+
+
+def test_an_error_about_the_statement_is_not_run_again(db: Database) -> None:
+    runs: list[int] = []
+
+    def work(conn: psycopg.Connection[Any]) -> None:
+        runs.append(1)
+        conn.execute("SELECT 1 / 0")
+
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        db.statements_again(work)
+    assert len(runs) == 1
+    assert not WATCH.waiting

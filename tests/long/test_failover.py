@@ -1,0 +1,98 @@
+"""A database that fails over (issue #43): a three-member Patroni cluster
+on etcd with synchronous replication (harness/failover/cluster.py), and
+the reliability run's processes on it through one multi-host DSN.
+
+Under load (single intents over HTTP through `tidings serve`, floods, bulk
+jobs, the simulator's receipts, workers as processes), the primary's
+postmaster is SIGKILLed and, separately, a switchover is asked of Patroni.
+Then the reliability suite's invariants: no intent lost, no attempt key
+sent twice, no acknowledged create or receipt missing, every lease
+recovered; and every process said it was waiting for a primary while there
+was none, and stopped saying so once there was.
+
+`python -m harness.reliability --patroni --minutes N` is its long version.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from harness.reliability import report
+from harness.reliability.run import RunConfig, RunReport, run
+
+pytestmark = [pytest.mark.timeout(180)]
+
+# The load's kinds only: the fault under test is the database's.
+LOAD = {"webhook_replay": 5.0, "flood": 20.0, "bulk_job": 15.0}
+CHAOS_MINUTES = 0.75
+
+
+@pytest.fixture(scope="module")
+def failed_over(tmp_path_factory: pytest.TempPathFactory) -> RunReport:
+    config = RunConfig(
+        minutes=CHAOS_MINUTES,
+        seed=43,
+        workers=2,
+        patroni=True,
+        periods=LOAD,
+        flood_size=150,
+        job_size=40,
+        drain_timeout_s=60.0,
+        settle_timeout_s=45.0,
+        log_dir=tmp_path_factory.mktemp("failover-logs"),
+    )
+    result = run(config)
+    report.write(result, config.report_dir)
+    return result
+
+
+def test_no_invariant_is_violated_across_failovers(failed_over: RunReport) -> None:
+    broken = {
+        name: result["examples"]
+        for name, result in failed_over.invariants.items()
+        if result["violations"]
+    }
+    detail = json.dumps({"violations": broken, "evidence": failed_over.evidence}, default=str)
+    assert not broken, f"invariants violated (logs in {failed_over.logs}): {detail[:6000]}"
+
+
+def test_the_primary_was_killed_and_switched_over_and_a_new_one_took_over(
+    failed_over: RunReport,
+) -> None:
+    events = failed_over.server["failovers"]
+    kinds = sorted(e["kind"] for e in events)
+    assert kinds == ["failover", "switchover"], events
+    assert all(e["old"] != e["new"] for e in events), events
+    assert not [r for r in failed_over.faults["records"] if r["outcome"] != "done"]
+
+
+def test_work_went_on_through_the_failovers(failed_over: RunReport) -> None:
+    processed = failed_over.processed
+    assert processed["intents"] >= 300
+    assert processed["provider_requests"].get("accepted", 0) >= 150
+    assert failed_over.probes and all(not p["failures"] for p in failed_over.probes)
+    for event in failed_over.server["failovers"]:
+        assert event["claims_resumed_s"] is not None, event
+        assert event["creates_resumed_s"] is not None, event
+
+
+def test_single_intents_over_http_rode_through_the_failovers(failed_over: RunReport) -> None:
+    # A create is keyed by its idempotency key, so the API runs it again on
+    # the new primary instead of answering 503 (Database.statements_again).
+    outcomes = failed_over.workload["outcomes"]
+    refused = {k: n for k, n in outcomes.items() if "create" in k and not k.endswith("201")}
+    assert not refused, outcomes
+
+
+def test_the_processes_said_they_waited_for_a_primary_and_stopped_saying_so(
+    failed_over: RunReport,
+) -> None:
+    waiting = failed_over.processed["waiting_for_primary"]
+    assert waiting["seen"], waiting  # the API's gauge, sampled twice a second
+    assert waiting["at_end"] == 0, waiting
+    logs = {p.name: p.read_text(errors="replace") for p in Path(failed_over.logs).glob("*.log")}
+    for name in ("api.log", "worker-1.log"):
+        assert "waiting for a primary" in logs[name], name
+        assert "primary reached" in logs[name].split("waiting for a primary")[-1], name
