@@ -20,6 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import psycopg
 
+from tidings.dispatch.call_start import MarkFailed
 from tidings.dispatch.claim import Claimed
 from tidings.dispatch.facts import recipient_facts
 from tidings.dispatch.gate import RecipientFacts
@@ -208,6 +209,8 @@ class Worker(WorkerSteps):
                 continue
             try:
                 answers.append(arrived.result())
+            except MarkFailed as exc:  # the database went away first: the call never started
+                log.warning("dispatch %s: call not started, no mark: %s", channel, exc)
             except Exception:  # that one's lease recovers it; the others still record
                 log.exception("dispatch %s: a send failed unexpectedly", channel)
         self._feed(channel, pool, pending)  # the threads go on while the answers are recorded
