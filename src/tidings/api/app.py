@@ -17,8 +17,9 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from tidings.api import problems
+from tidings.api.docs_ui import install_docs
 from tidings.api.middleware import BodyLimit, CatchAll
-from tidings.api.openapi import problems_as_problem_json
+from tidings.api.openapi import operation_id, problems_as_problem_json
 from tidings.api.rate_limit import TenantRateLimit
 from tidings.api.routes import ROUTERS, audiences
 from tidings.api.settings import ApiSettings
@@ -48,7 +49,15 @@ def create_app(
 ) -> FastAPI:
     """The API over `tidings`; `adapters` verify webhooks, by provider name."""
     config = settings or ApiSettings()
-    app = FastAPI(title="tidings", version=API_VERSION, description=DESCRIPTION)
+    app = FastAPI(
+        title="tidings",
+        version=API_VERSION,
+        description=DESCRIPTION,
+        docs_url=None,
+        redoc_url=None,
+        generate_unique_id_function=operation_id,
+    )
+    install_docs(app)
     app.state.tidings = tidings
     # By provider account, retired ones built on demand (providers/accounts.py).
     app.state.adapters = ProviderAccounts(adapters or {})
@@ -78,7 +87,7 @@ def create_app(
         max_bytes=config.max_body_bytes,
         streamed={audiences.PATH: config.max_upload_bytes},
     )
-    _document_problems(app)
+    _document_problems(app, config)
     return app
 
 
@@ -95,7 +104,7 @@ class WebhookReceipts:
             return apply_received(conn, observations, "webhook", now)
 
 
-def _document_problems(app: FastAPI) -> None:
+def _document_problems(app: FastAPI, config: ApiSettings) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             document = get_openapi(
@@ -103,6 +112,7 @@ def _document_problems(app: FastAPI) -> None:
                 version=app.version,
                 description=app.description,
                 routes=app.routes,
+                servers=[{"url": config.public_base_url or "/", "description": "this API"}],
             )
             app.openapi_schema = problems_as_problem_json(document)
         return app.openapi_schema

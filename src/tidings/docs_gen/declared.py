@@ -73,11 +73,16 @@ def http_reference(document: dict[str, Any]) -> str:
         "at `/openapi.json` with an interactive view at `/docs`.\n",
         "Authenticate with `Authorization: Bearer <API key>` (`tidings keys create`).",
         "Errors are `application/problem+json` with a [stable code](codes.md).\n",
+        "Each operation's `operationId` is the method name a generated client",
+        "gives it. openapi-python-client generates a working client (CI does,",
+        "in `tests/e2e/test_generated_client.py`); it knows no NDJSON, so map it",
+        "for the audience upload in its config:",
+        "`content_type_overrides: {application/x-ndjson: application/octet-stream}`.\n",
     ]
     for path, methods in document["paths"].items():
         for method, op in methods.items():
             out.append(f"## `{method.upper()} {path}`\n")
-            out.append(f"**{op.get('summary', '')}**\n")
+            out.append(f"**{op.get('summary', '')}** (`{op.get('operationId', '')}`)\n")
             if op.get("description"):
                 out.append(f"{op['description'].strip()}\n")
             params = op.get("parameters", [])
