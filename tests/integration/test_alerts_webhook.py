@@ -11,12 +11,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from standardwebhooks import Webhook
+from standardwebhooks.webhooks import WebhookVerificationError
 
 from tidings import ManualClock, Tidings
 from tidings.observability.alerts import AlertRound, AlertSweeper
 from tidings.observability.alerts.config import AlertConfig, Objective
 from tidings.observability.alerts.webhook import AlertWebhook
-from tidings.platform.signing import SIGNATURE_HEADER, verify_signature
+from tidings.platform.signing import (
+    SIGNATURE_HEADER,
+    standard_webhooks_secret,
+    verify_signature,
+)
 
 from .dispatch_helpers import offer, publish_offer_template, simulator, worker
 
@@ -83,6 +89,13 @@ def test_open_and_resolve_are_posted_with_a_valid_signature(
     assert verify_signature(SECRET, header, opened["body"])
     assert not verify_signature("another-secret", header, opened["body"])
     assert not verify_signature(SECRET, header, opened["body"] + b" ")
+    # The Standard Webhooks signature, as its own library verifies it; the
+    # id is the delivery's, the same on the retry.
+    standard = Webhook(standard_webhooks_secret(SECRET))
+    assert standard.verify(opened["body"], opened["headers"]) == json.loads(opened["body"])
+    assert opened["headers"]["webhook-id"] == receiver.requests[0]["headers"]["webhook-id"]
+    with pytest.raises(WebhookVerificationError):
+        standard.verify(opened["body"] + b" ", opened["headers"])
     payload = json.loads(opened["body"])
     assert payload["type"] == "alert.opened"
     alert = payload["alert"]

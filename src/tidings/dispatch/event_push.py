@@ -24,7 +24,7 @@ from typing import Any
 
 from tidings.domain.clock import Clock
 from tidings.platform.outbound import OutboundClient, OutboundError
-from tidings.platform.signing import SIGNATURE_HEADER, sign
+from tidings.platform.signing import signed_headers
 from tidings.platform.vault import Vault
 from tidings.store import event_webhooks, events
 from tidings.store.database import Database
@@ -150,9 +150,11 @@ def _post(
 ) -> str | None:
     """None on a 2xx; else a short, stable reason (never the server's words)."""
     body = json.dumps({"events": [_event(e) for e in items]}, default=str).encode()
+    # One id per batch, the same on its retries: its first and last event.
+    batch_id = f"events_{items[0]['id']}_{items[-1]['id']}" if items else "events_empty"
     headers = {
         "content-type": "application/json",
-        SIGNATURE_HEADER: sign(secret, body, int(now.timestamp())),
+        **signed_headers(secret, body, int(now.timestamp()), batch_id),
     }
     try:
         answer = client.post(url, body, headers, tenant)

@@ -31,7 +31,7 @@ import httpx
 
 from tidings.dispatch.message import PrepareError
 from tidings.domain.intent import Intent
-from tidings.platform.signing import SIGNATURE_HEADER, sign
+from tidings.platform.signing import signed_headers
 
 log = logging.getLogger("tidings.minting")
 TIMEOUT = 5.0
@@ -103,7 +103,7 @@ class HttpMinter:
         ).encode()
         headers = {
             "content-type": "application/json",
-            SIGNATURE_HEADER: sign(self._secret, body, int(time.time())),
+            **signed_headers(self._secret, body, int(time.time()), f"mint_{intent.id}"),
         }
         try:
             response = self._client.post(self.url, content=body, headers=headers)

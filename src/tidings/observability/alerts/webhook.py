@@ -24,7 +24,7 @@ from uuid import UUID
 
 import httpx
 
-from tidings.platform.signing import SIGNATURE_HEADER, sign
+from tidings.platform.signing import signed_headers
 from tidings.store import alerts as stored
 from tidings.store.database import Database, Row
 
@@ -73,7 +73,7 @@ class AlertWebhook:
             "X-Tidings-Delivery": delivery,
         }
         if self.secret:
-            headers[SIGNATURE_HEADER] = sign(self.secret, body, int(time.time()))
+            headers.update(signed_headers(self.secret, body, int(time.time()), delivery))
         try:
             return client.post(self.url, content=body, headers=headers).status_code
         except httpx.HTTPError as exc:
