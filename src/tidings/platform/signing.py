@@ -43,7 +43,7 @@ def signed_headers(secret: str, body: bytes, timestamp: int, message_id: str) ->
         SIGNATURE_HEADER: sign(secret, body, timestamp),
         "webhook-id": message_id,
         "webhook-timestamp": str(timestamp),
-        "webhook-signature": Webhook(secret.encode()).sign(message_id, at, body),
+        "webhook-signature": Webhook(standard_webhooks_secret(secret)).sign(message_id, at, body),
     }
 
 
