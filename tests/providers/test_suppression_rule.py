@@ -17,6 +17,7 @@ so the merger removes the marks then.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -26,17 +27,20 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
+from tests.providers import test_postmark as postmark
 from tests.providers import test_ses as ses
 from tests.providers import test_vonage as vonage
 from tests.providers.peer_support import SnsSigner
 from tests.providers.test_aws_sms import make_adapter as aws_sms_adapter
 from tests.providers.test_aws_sms import sms_client
-from tests.providers.test_postmark import TOKEN as POSTMARK_TOKEN
-from tidings import IntentState, Tidings
+from tidings import IntentState, ManualClock, Tidings
+from tidings.dispatch.observe import apply_observation
 from tidings.dispatch.runner import Worker
 from tidings.dispatch.steps import WorkerConfig
+from tidings.domain.keys import attempt_key
 from tidings.providers.aws_base import boto_client
 from tidings.providers.base import ProviderAdapter
+from tidings.providers.messages import WebhookRequest
 from tidings.providers.postmark import PostmarkAdapter
 from tidings.providers.vonage import VonageAdapter
 
@@ -69,7 +73,7 @@ def postmark_answering(status: int, error_code: int, message: str) -> Callable[[
     def build() -> Iterator[tuple[ProviderAdapter, Callable[[], int]]]:
         peer = OneAnswer(status, {"ErrorCode": error_code, "Message": message})
         client = peer.client("https://api.postmarkapp.com")
-        with PostmarkAdapter(POSTMARK_TOKEN, sender="notify@tidings.test", client=client) as a:
+        with PostmarkAdapter(postmark.TOKEN, sender="notify@tidings.test", client=client) as a:
             yield a, lambda: peer.requests
 
     return build
@@ -262,3 +266,69 @@ def test_only_a_fact_about_the_recipient_blocks_it(tidings: Tidings, case: Case)
         assert requests_seen() == 1  # the provider did answer: the case was exercised
         assert after.state is IntentState.FAILED, (after.state, after.decision_code)
         assert _blocks(tidings) == case.blocks, after.decision_code
+
+
+# --- receipts: Postmark's bounce types and subscription changes ---------------------
+
+RECEIPTS = [
+    pytest.param(
+        # "Bounce types" (https://postmarkapp.com/developer/api/bounce-api#bounce-types):
+        # HardBounce, "the server was unable to deliver your message (ex: unknown
+        # user, mailbox not found)", and Postmark deactivates the address.
+        ("Bounce", {"Type": "HardBounce", "TypeCode": 1}, frozenset({"suppression"})),
+        id="postmark-hard-bounce",
+    ),
+    pytest.param(
+        # Same table: Blocked (TypeCode 100000), "ISP block", a verdict on the
+        # sending (content, reputation), which Postmark does not deactivate.
+        ("Bounce", {"Type": "Blocked", "TypeCode": 100000}, NONE),
+        id="postmark-blocked-bounce",
+        marks=XFAIL,
+    ),
+    pytest.param(
+        # "Subscription change webhook"
+        # (https://postmarkapp.com/developer/webhooks/subscription-change-webhook):
+        # SuppressionReason ManualSuppression is the recipient unsubscribing.
+        (
+            "SubscriptionChange",
+            {"SuppressSending": True, "SuppressionReason": "ManualSuppression"},
+            frozenset({"opt_out"}),
+        ),
+        id="postmark-subscription-change-unsubscribe",
+    ),
+    pytest.param(
+        # Same page: a HardBounce reason is a bounce, not an opt-out by the person.
+        (
+            "SubscriptionChange",
+            {"SuppressSending": True, "SuppressionReason": "HardBounce"},
+            frozenset({"suppression"}),
+        ),
+        id="postmark-subscription-change-hard-bounce",
+        marks=XFAIL,
+    ),
+    pytest.param(
+        # Same page: SuppressSending false is a reactivation; it blocks nothing.
+        ("SubscriptionChange", {"SuppressSending": False, "SuppressionReason": None}, NONE),
+        id="postmark-subscription-change-reactivated",
+    ),
+]
+
+
+@pytest.mark.parametrize("receipt", RECEIPTS)
+def test_only_a_receipt_about_the_recipient_blocks_it(
+    tidings: Tidings, clock: ManualClock, receipt: tuple[str, dict[str, Any], frozenset[str]]
+) -> None:
+    record, fields, expected = receipt
+    with postmark.make_adapter(postmark.PostmarkFake()) as adapter:
+        sent = _send_one(tidings, adapter, "email")
+        [attempt] = sent.attempts
+        assert sent.state is IntentState.ACCEPTED and attempt.provider_message_id
+        key = attempt_key(sent.id, 1)
+        event = postmark.postmark_event(record, attempt.provider_message_id, key, EMAIL, **fields)
+        auth = postmark.basic(postmark.HOOK_USER, postmark.HOOK_PASSWORD)
+        headers = {"Authorization": auth, "Content-Type": "application/json"}
+        hook = WebhookRequest("POST", "", headers, json.dumps(event).encode())
+        [observation] = adapter.verify_webhook(hook)
+        with tidings.db.transaction() as conn:
+            apply_observation(conn, observation, "webhook", clock.now())
+        assert _blocks(tidings) == expected, observation
