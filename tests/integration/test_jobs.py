@@ -262,7 +262,7 @@ def _expired_ids(db_url: str) -> set[Any]:
 
 
 def test_no_send_after_the_token_expired(tidings: Tidings, clock: ManualClock) -> None:
-    reset_job(tidings, 3, ttl=120)
+    job = reset_job(tidings, 3, ttl=120)
     tidings.prepare_jobs()
     clock.advance(121)
     w = worker(tidings, simulator(clock))
@@ -274,6 +274,8 @@ def test_no_send_after_the_token_expired(tidings: Tidings, clock: ManualClock) -
     with tidings.db.transaction() as conn:
         states = {r["state"] for r in conn.execute("SELECT state FROM intents").fetchall()}
     assert states == {IntentState.EXPIRED.value}
+    # seed 003's job states: every recipient settled, none reached: not "complete"
+    assert tidings.job(job["id"])["status"] == "complete_with_failures"
 
 
 @pytest.mark.usefixtures("with_report")

@@ -30,6 +30,7 @@ from tidings.dispatch.record import IntentOutcome, Sent, record_released
 from tidings.dispatch.retention import purge
 from tidings.dispatch.send_queue import SendQueue
 from tidings.dispatch.steps import WorkerConfig, WorkerSteps
+from tidings.dispatch.window import EXPIRES_BEFORE_TURN
 from tidings.platform.signal_wait import wait_for_signal
 from tidings.providers.accounts import Factory, from_environment
 from tidings.providers.base import ProviderAdapter
@@ -144,7 +145,7 @@ class Worker(WorkerSteps):
                 try:
                     if stop.is_set():
                         self._hand_back_unstarted(pending, queue)
-                    self._pump(channel, pool, pending, window.size(), stop)
+                    self._pump(channel, pool, pending, window.size(self.runtime.clock.now()), stop)
                 except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                     log.warning("dispatch %s: database unavailable: %s", channel, exc)
                     stop.wait(1.0)
@@ -169,6 +170,32 @@ class Worker(WorkerSteps):
         finally:
             self._release(claims)
         log.info("handed back %d unsent claims", len(claims))
+
+    def _hand_back_late(self, channel: str, claimed: list[Claimed], ahead: int) -> list[Claimed]:
+        """Claims whose turn would end after their token expires (window.py,
+        R003.9) go back, due at their expiry, where policy expires them
+        unless the window frees up first: nothing is sent after expiry."""
+        now = self.runtime.clock.now()
+        late = self._windows[channel].fit([c.intent.expires_at for c in claimed], now, ahead=ahead)
+        if not late:
+            return claimed
+        back = [claimed[i] for i in late]
+        try:
+            with self.runtime.db.transaction() as conn:
+                for claim in back:
+                    record_released(
+                        conn, claim, now, code=EXPIRES_BEFORE_TURN, due_at=claim.intent.expires_at
+                    )
+        finally:
+            self._release(back)
+        log.warning(
+            "dispatch %s: handed back %d claims that would expire before their turn (%s)",
+            channel,
+            len(back),
+            EXPIRES_BEFORE_TURN,
+        )
+        gone = set(late)
+        return [c for i, c in enumerate(claimed) if i not in gone]
 
     def _pump(
         self,
@@ -196,6 +223,7 @@ class Worker(WorkerSteps):
         if not stop.is_set() and (room >= max(1, size // 2) or announced):
             claimed = self.claim(channel, max(room, 1))
             self._hold(claimed)
+            claimed = self._hand_back_late(channel, claimed, len(pending) + len(queue))
             queue.push(claimed)
         self._feed(channel, pool, pending)
         # New intents (NOTIFY) wake the loop even while answers are awaited,
