@@ -149,7 +149,6 @@ LEFT: dict[str, str] = {
     "metrics_transition_audit": "audits every transition each scrape: needs a cursor",
     "metrics_last_reconciliation": "joins every receipt to its attempt for a max()",
     "console_last_reconciliation": "joins every receipt of the tenant to its attempt",
-    "retention_groups": "groups every finished intent: needs a loose index scan",
 }
 
 # Statements that are not reads of the ledger: nothing to plan.

@@ -8,3 +8,7 @@ CREATE INDEX intents_open_oldest ON intents (tenant_id, created_at, id)
 -- these rows alone, not from every finished intent.
 CREATE INDEX intents_expired_unsent ON intents (tenant_id, event_class)
     WHERE state = 'expired' AND attempt_count = 0;
+-- Retention's groups (retention_groups): each (tenant, policy version)
+-- found by one probe, its oldest finished intent the first of its range.
+CREATE INDEX intents_retention_groups ON intents (tenant_id, policy_version, terminal_at)
+    WHERE terminal_at IS NOT NULL AND policy_version IS NOT NULL;
