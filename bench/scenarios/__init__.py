@@ -14,6 +14,7 @@ from bench.model import ScenarioResult
 
 ORDER = (
     "baselines", "dispatch", "http", "creation", "latency", "reconcile", "scale", "purge", "lanes",
+    "reads",
 )  # fmt: skip
 _MODULES = {
     "baselines": "bench.baselines",
@@ -25,6 +26,7 @@ _MODULES = {
     "scale": "bench.scenarios.scale",
     "purge": "bench.scenarios.purge",
     "lanes": "bench.scenarios.lanes",
+    "reads": "bench.scenarios.reads",
 }
 
 

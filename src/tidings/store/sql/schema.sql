@@ -111,6 +111,14 @@ CREATE INDEX intents_quarantined ON intents (tenant_id, terminal_at)
 -- Outcomes that stayed unknown, counted and paged on (migration 0019).
 CREATE INDEX intents_unknown ON intents (tenant_id, event_class, channel, terminal_at)
     WHERE state = 'unknown';
+-- The console's oldest open intents, and deadlines passed with no call
+-- made: each read from its own rows (0031, issue #38).
+CREATE INDEX intents_open_oldest ON intents (tenant_id, created_at, id)
+    WHERE state IN ('pending', 'sending', 'accepted', 'resend_due', 'reconciling');
+CREATE INDEX intents_expired_unsent ON intents (tenant_id, event_class)
+    WHERE state = 'expired' AND attempt_count = 0;
+CREATE INDEX intents_retention_groups ON intents (tenant_id, policy_version, terminal_at)
+    WHERE terminal_at IS NOT NULL AND policy_version IS NOT NULL;
 
 -- Partitioned by the intent's id (a UUIDv7: its creation time), one
 -- partition per month made ahead by store/evidence_partitions.py, plus a

@@ -226,6 +226,11 @@ LEFT JOIN provider_backoffs b
        ON b.tenant_id = i.tenant_id AND b.account = a.provider AND b.held_until > %(now)s
 WHERE i.state IN ('pending', 'resend_due')
   AND (p.account IS NOT NULL OR b.tenant_id IS NOT NULL)
+  -- Asked first, once: with no account paused and no tenant held (the
+  -- usual case) no unsent intent is read at all. Without it every
+  -- pending intent of a job was joined to its attempt each round (issue 38).
+  AND (EXISTS (SELECT 1 FROM provider_pauses WHERE paused_until > %(now)s)
+       OR EXISTS (SELECT 1 FROM provider_backoffs WHERE held_until > %(now)s))
 GROUP BY i.tenant_id, a.provider, i.channel, p.paused_until, p.failures, p.code, p.caused_by,
          b.tenant_id, b.held_until, b.failures, b.code;
 

@@ -9,5 +9,8 @@ FROM events
 WHERE tenant_id = %(tenant_id)s
   AND (txid, id) > (%(txid)s::xid8, %(id)s::bigint)
   AND txid < pg_snapshot_xmin(pg_current_snapshot())
-ORDER BY txid, id
+-- Ordered by the columns, not by the text `txid` of the select list (which
+-- ORDER BY would name first): as text, '10' sorts before '9', and no index
+-- gives that order, so every event of the tenant was read and sorted.
+ORDER BY events.txid, events.id
 LIMIT %(limit)s;

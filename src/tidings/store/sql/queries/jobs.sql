@@ -54,10 +54,19 @@ FROM attempts a JOIN intents i ON i.tenant_id = a.tenant_id AND i.id = a.intent_
 WHERE i.tenant_id = %(tenant_id)s AND i.job_id = %(job_id)s;
 
 -- name: job_recipient_states
--- Recipients by a stable cursor over the frozen audience.
-SELECT r.seq, r.recipient_ref, i.channel, i.state, i.decision_code AS code, i.id AS intent_id
+-- Recipients by a stable cursor over the frozen audience. Each recipient's
+-- intents are looked up by its own seq: the lateral subquery (OFFSET 0
+-- keeps the planner from flattening it into a join) runs once per row of
+-- the page with `job_seq` in its index condition. As a plain join, on
+-- tables not analyzed yet, the inner scan used (tenant_id, job_id) alone
+-- and filtered every intent of the job for every recipient of the page
+-- (issue 38; tests/integration/test_plan_guard.py).
+SELECT r.seq, r.recipient_ref, i.channel, i.state, i.code, i.intent_id
 FROM job_recipients r
-LEFT JOIN intents i ON i.tenant_id = r.tenant_id AND i.job_id = r.job_id AND i.job_seq = r.seq
+LEFT JOIN LATERAL (
+    SELECT i.channel, i.state, i.decision_code AS code, i.id AS intent_id FROM intents i
+    WHERE i.tenant_id = r.tenant_id AND i.job_id = r.job_id AND i.job_seq = r.seq
+    OFFSET 0) i ON true
 WHERE r.tenant_id = %(tenant_id)s AND r.job_id = %(job_id)s AND r.seq > %(after)s
   AND r.seq <= (SELECT coalesce(max(seq), 0) FROM (
         SELECT seq FROM job_recipients

@@ -6,10 +6,27 @@
 
 -- name: retention_groups
 -- Terminal intents grouped by the policy version whose retention applies.
-SELECT tenant_id, policy_version, min(terminal_at) AS oldest
-FROM intents
-WHERE terminal_at IS NOT NULL AND policy_version IS NOT NULL
-GROUP BY tenant_id, policy_version;
+-- The groups are found by skipping through intents_retention_groups, one
+-- index probe per group, and each group's oldest is the first entry of its
+-- range: a GROUP BY read every finished intent of every tenant each round
+-- (issue 38, tests/integration/test_plan_guard.py).
+WITH RECURSIVE g AS (
+    (SELECT tenant_id, policy_version FROM intents
+     WHERE terminal_at IS NOT NULL AND policy_version IS NOT NULL
+     ORDER BY tenant_id, policy_version LIMIT 1)
+    UNION ALL
+    SELECT n.tenant_id, n.policy_version
+    FROM g CROSS JOIN LATERAL (
+        SELECT i.tenant_id, i.policy_version FROM intents i
+        WHERE i.terminal_at IS NOT NULL AND i.policy_version IS NOT NULL
+          AND (i.tenant_id, i.policy_version) > (g.tenant_id, g.policy_version)
+        ORDER BY i.tenant_id, i.policy_version LIMIT 1) n
+)
+SELECT g.tenant_id, g.policy_version,
+       (SELECT min(i.terminal_at) FROM intents i
+        WHERE i.tenant_id = g.tenant_id AND i.policy_version = g.policy_version
+          AND i.terminal_at IS NOT NULL) AS oldest
+FROM g;
 
 -- name: snapshot_job_counts
 -- A job's final counts, counts by channel and cost are kept on the job

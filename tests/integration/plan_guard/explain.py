@@ -1,0 +1,48 @@
+"""What the plan guard measures: the shared buffers one execution of a
+named query touches, from EXPLAIN (ANALYZE, BUFFERS), on a rolled-back
+transaction so a read that locks rows leaves nothing behind."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import psycopg
+
+from tidings.store.queries import all_queries
+
+from .params import KEPT_COUNTS, NOT_PLANNED, UNBOUNDED, params_for
+
+_PARAM = re.compile(r"%\((\w+)\)s")
+_COMMENT = re.compile(r"--[^\n]*")
+# What a statement writes with; a read may still lock (FOR UPDATE).
+_WRITES = re.compile(r"\b(INSERT|UPDATE|DELETE|COPY|CREATE|DROP|ALTER|TRUNCATE|LISTEN)\b")
+_LOCKS = re.compile(r"\bFOR\s+(NO\s+KEY\s+)?UPDATE\b")
+
+
+def is_read(sql: str) -> bool:
+    body = _LOCKS.sub("", _COMMENT.sub("", sql)).upper()
+    return _WRITES.search(body) is None
+
+
+def guarded() -> list[str]:
+    """Every read query the guard plans (kept counts included: they xfail)."""
+    return sorted(
+        name
+        for name, sql in all_queries().items()
+        if is_read(sql) and name not in NOT_PLANNED and name not in UNBOUNDED
+    )
+
+
+def left_out() -> set[str]:
+    return set(NOT_PLANNED) | set(UNBOUNDED) | KEPT_COUNTS
+
+
+def buffers(conn: psycopg.Connection[Any], name: str) -> tuple[int, dict[str, Any]]:
+    sql = all_queries()[name]
+    args = params_for(name, set(_PARAM.findall(sql)))
+    with conn.transaction(force_rollback=True):
+        row = conn.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", args).fetchone()
+    assert row is not None
+    plan: dict[str, Any] = row[0][0]["Plan"]
+    return plan["Shared Hit Blocks"] + plan["Shared Read Blocks"], plan
