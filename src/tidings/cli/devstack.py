@@ -127,7 +127,7 @@ class DevStack:
     def _start_simulator(self) -> None:
         config = {
             "webhook_url": f"{self.api_url}/v1/webhooks/simulator",
-            "profile": self.settings.simulator_profile,
+            "profile": self.settings.simulator_profile or "ideal",
             **self.simulator_config,
         }
         self._simulator = subprocess.Popen(

@@ -105,7 +105,9 @@ def simulator(
     """Run the provider simulator (SMS and e-mail) as its own process."""
     from tidings.providers.simulator import run
 
-    config: dict[str, Any] = {"seed": seed, "profile": profile or Settings().simulator_profile}
+    # A simulator told no profile plays `ideal`; workers ask it which it plays.
+    played = profile or Settings().simulator_profile or "ideal"
+    config: dict[str, Any] = {"seed": seed, "profile": played}
     if webhook_url:
         config["webhook_url"] = webhook_url
     # Signs with the secret `tidings serve` checks (TIDINGS_SIMULATOR_WEBHOOK_SECRET);

@@ -15,6 +15,11 @@ id) and no other call of ours to that destination through that account was
 open at the time. Anything else is ambiguous and proves nothing: the check
 is repeated until its budget ends. An empty answer proves absence only once
 no request for the attempt can still be on its way (`settled_by`).
+
+A way the provider answers is not offered (HTTP 501, the simulator's
+`NOT_SUPPORTED`: we believed it plays another provider) is passed over for
+the next way in the same check: spending the polling budget on 501s ended
+attempts `unknown` that the list search could have proved absent.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from datetime import datetime, timedelta
 from tidings.domain.intent import Attempt
 from tidings.domain.states import AttemptState
 from tidings.providers.base import ProviderAdapter
+from tidings.providers.errors import ProviderError
 from tidings.providers.outcomes import Observation
 
 # The provider's clock and ours may disagree by this much.
@@ -62,21 +68,57 @@ def look_up(
     channel = attempt.channel
     if attempt.provider_message_id:
         if adapter.can_look_up(channel):
-            return Found(adapter.status(attempt.provider_message_id), how="id")
+            try:
+                return Found(adapter.status(attempt.provider_message_id), how="id")
+            except ProviderError as exc:
+                if not _not_supported(exc):
+                    raise
         return Found(None)  # no lookup: receipts, until the budget ends
     if attempt.state is not AttemptState.UNKNOWN:
         return Found(None)
     proof = now >= settled_by
-    if adapter.can_find_by_key(channel):
-        found = adapter.find_by_key(attempt.attempt_key)
-        return Found(found, absent=found is None and proof, how="key")
-    if adapter.can_find_by_reference(channel):
-        matches = adapter.find_by_reference(channel, attempt.attempt_key)
-        first = matches[0] if matches else None
-        return Found(_ours(first, attempt), absent=first is None and proof, how="reference")
-    if adapter.can_search(channel):
-        return _search(adapter, attempt, now, proof, evidence)
+    for way in (_by_key, _by_reference, _by_search):
+        try:
+            found = way(adapter, attempt, now, proof, evidence)
+        except ProviderError as exc:
+            if not _not_supported(exc):
+                raise
+            continue  # the adapter asked again what is offered; try the next way
+        if found is not None:
+            return found
     return Found(None)
+
+
+def _not_supported(exc: ProviderError) -> bool:
+    """HTTP 501 Not Implemented: this way is not offered, nothing else is wrong."""
+    return exc.status_code == 501
+
+
+def _by_key(
+    adapter: ProviderAdapter, attempt: Attempt, now: datetime, proof: bool, evidence: Evidence
+) -> Found | None:
+    if not adapter.can_find_by_key(attempt.channel):
+        return None
+    found = adapter.find_by_key(attempt.attempt_key)
+    return Found(found, absent=found is None and proof, how="key")
+
+
+def _by_reference(
+    adapter: ProviderAdapter, attempt: Attempt, now: datetime, proof: bool, evidence: Evidence
+) -> Found | None:
+    if not adapter.can_find_by_reference(attempt.channel):
+        return None
+    matches = adapter.find_by_reference(attempt.channel, attempt.attempt_key)
+    first = matches[0] if matches else None
+    return Found(_ours(first, attempt), absent=first is None and proof, how="reference")
+
+
+def _by_search(
+    adapter: ProviderAdapter, attempt: Attempt, now: datetime, proof: bool, evidence: Evidence
+) -> Found | None:
+    if not adapter.can_search(attempt.channel):
+        return None
+    return _search(adapter, attempt, now, proof, evidence)
 
 
 def _search(

@@ -37,8 +37,10 @@ class Settings(BaseSettings):
     sender_numbers: dict[str, dict[str, str]] = {}
     simulator_url: str | None = None
     # Which provider the simulator plays (providers/simulator/profiles.py);
-    # the simulator process is started with the same (`--profile`).
-    simulator_profile: str = "ideal"
+    # the simulator process is started with the same (`--profile`). Unset,
+    # a worker asks the simulator it talks to, and a simulator it starts
+    # plays `ideal`.
+    simulator_profile: str | None = None
     # Unset, the simulator's webhooks are refused, except in loopback
     # development (providers/routing.py); `tidings up` makes one per run.
     simulator_webhook_secret: SecretStr | None = None

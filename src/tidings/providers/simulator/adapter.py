@@ -23,7 +23,12 @@ from tidings.providers.base import (
     same_digest,
     stable_key,
 )
-from tidings.providers.errors import InvalidSignature, ProviderConfigError, ProviderError
+from tidings.providers.errors import (
+    InvalidSignature,
+    ProviderConfigError,
+    ProviderError,
+    ProviderUnavailable,
+)
 from tidings.providers.messages import (
     AttachmentLoader,
     AttachmentRef,
@@ -75,7 +80,10 @@ class SimulatorAdapter(HttpProviderAdapter):
         attachment_loader: AttachmentLoader | None = None,
         signature_tolerance_s: float | None = 300.0,
         clock: Callable[[], float] = time.time,
-        profile: str = "ideal",
+        # None: ask the simulator which provider it plays (`GET /_config`)
+        # rather than assume `ideal`, whose lookup by our key no real
+        # provider offers.
+        profile: str | None = None,
     ):
         super().__init__(
             base_url, timeout=timeout, client=client, attachment_loader=attachment_loader
@@ -83,9 +91,43 @@ class SimulatorAdapter(HttpProviderAdapter):
         self._webhook_secret = webhook_secret
         self._tolerance_s = signature_tolerance_s
         self._clock = clock
-        self.profiles = by_channel(profile)
+        self._learned: dict[str, Profile] | None = None if profile is None else by_channel(profile)
 
     # --- what the profile's provider offers ---------------------------------
+
+    @property
+    def profiles(self) -> dict[str, Profile]:
+        """The profile each channel plays: as told, or as the simulator says."""
+        if self._learned is None:
+            self._learned = by_channel(self._ask_profile())
+        return self._learned
+
+    def _ask_profile(self) -> str:
+        try:
+            response = self.transmit(HttpRequest("GET", "/_config"))
+            spec = response.json()["profile"] if response.status_code == 200 else None
+        except (*self.not_sent_errors, *self.maybe_sent_errors) as exc:
+            raise ProviderUnavailable(f"simulator profile unknown: {exc!r}") from exc
+        except (ValueError, KeyError, TypeError):
+            spec = None
+        if not isinstance(spec, str):
+            raise ProviderUnavailable("simulator did not say which profile it plays")
+        return spec
+
+    def parse_lookup(self, response: httpx.Response) -> Observation | None:
+        self._unlearn_on_not_supported(response)
+        return super().parse_lookup(response)
+
+    def parse_search(self, response: httpx.Response) -> list[Observation]:
+        self._unlearn_on_not_supported(response)
+        return super().parse_search(response)
+
+    def _unlearn_on_not_supported(self, response: httpx.Response) -> None:
+        """A 501 says the simulator plays another provider than we believe
+        (told wrong, or its `/_config` changed): ask it again before the
+        next way is tried (dispatch/lookup.py moves on after a 501)."""
+        if response.status_code == 501:
+            self._learned = None
 
     def can_look_up(self, channel: str) -> bool:
         played = self.profiles.get(channel)
@@ -326,7 +368,7 @@ def _from_settings(settings: Mapping[str, Any]) -> SimulatorAdapter:
         raise ProviderConfigError("the simulator adapter needs base_url")
     secret = settings.get("webhook_secret") or None
     timeout = float(settings.get("timeout", DEFAULT_TIMEOUT))
-    return SimulatorAdapter(base_url, secret, timeout, profile=settings.get("profile") or "ideal")
+    return SimulatorAdapter(base_url, secret, timeout, profile=settings.get("profile") or None)
 
 
 register("simulator", _from_settings)

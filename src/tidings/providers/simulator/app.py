@@ -14,12 +14,14 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
+from urllib.parse import parse_qs
 
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
+from tidings.providers.simulator import wire_twilio
 from tidings.providers.simulator.config import SimulatorConfig
 from tidings.providers.simulator.core import LookupFailed, NotSupported, SimulatorCore
 from tidings.providers.simulator.receipts import ReceiptDispatcher
@@ -58,9 +60,32 @@ def create_app(core: SimulatorCore | None = None, *, deliver_receipts: bool = Tr
     app = FastAPI(title="tidings provider simulator", lifespan=lifespan)
     app.state.core = core
     _send_routes(app, core)
+    _wire_routes(app, core)
     _lookup_routes(app, core)
     _control_routes(app, core)
     return app
+
+
+def _wire_routes(app: FastAPI, core: SimulatorCore) -> None:
+    """Twilio's own wire (wire_twilio.py), for the real Twilio adapter."""
+
+    @app.api_route("/2010-04-01/Accounts/{rest:path}", methods=["GET", "POST"])
+    async def twilio(request: Request) -> JSONResponse:
+        form: dict[str, str] = {}
+        if request.method == "POST":
+            # parse_qs, not request.form(): no multipart parser is needed for a form post.
+            form = {k: v[0] for k, v in parse_qs((await request.body()).decode()).items()}
+        reply = wire_twilio.answer(
+            core,
+            wire_twilio.account_of(core.config),
+            request.method,
+            request.url.path,
+            dict(request.query_params),
+            form,
+            request.headers.get("authorization"),
+        )
+        await asyncio.sleep(reply.latency_s + reply.stall_s)
+        return JSONResponse(reply.body, reply.status_code, headers=reply.headers)
 
 
 def _send_routes(app: FastAPI, core: SimulatorCore) -> None:

@@ -39,6 +39,10 @@ class SimulatorConfig(BaseModel):
     webhook_secret: str = DEFAULT_WEBHOOK_SECRET
     # Which real provider to play (profiles.py): `NAME`, or `sms=NAME,email=NAME`.
     profile: str = "ideal"
+    # Speak each profile's provider's own wire where the simulator has it
+    # (wire_twilio.py): its receipts are then that provider's, signed its
+    # way with `webhook_secret` as the provider's key (Twilio's Auth Token).
+    wire: bool = False
     # How long after acceptance a message shows in a list or reference
     # search; None: the profile's own (real searches are eventually consistent).
     search_visible_after_ms: float | None = Field(default=None, ge=0)

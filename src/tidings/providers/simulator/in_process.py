@@ -22,6 +22,7 @@ from tidings.providers.simulator import SimulatorCore
 from tidings.providers.simulator.adapter import SimulatorAdapter
 from tidings.providers.simulator.core import LookupFailed, NotSupported
 from tidings.providers.simulator.receipts import render
+from tidings.providers.simulator.wire_twilio import TwilioTransport, is_twilio_path
 
 IN_PROCESS_URL = "http://simulator.in-process"
 SEND_PATHS = {"/sms/send": "sms", "/email/send": "email"}
@@ -33,11 +34,17 @@ class CoreTransport(httpx.BaseTransport):
     def __init__(self, core: SimulatorCore, *, honor_latency: bool = False):
         self._core = core
         self._honor_latency = honor_latency
+        # The core speaks Twilio's own wire too, for the real Twilio adapter.
+        self._twilio = TwilioTransport(core)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
+        if is_twilio_path(path):
+            return self._twilio.handle_request(request)
         if request.method == "POST" and path in SEND_PATHS:
             return self.send(SEND_PATHS[path], json.loads(request.content), request)
+        if request.method == "GET" and path == "/_config":
+            return httpx.Response(200, json=self._core.config.model_dump())
         try:
             return self._look_up(request)
         except NotSupported as exc:
@@ -94,8 +101,9 @@ class InProcessSimulatorAdapter(SimulatorAdapter):
             client=client,
             attachment_loader=attachment_loader,
             clock=clock,
-            # The core's own profile unless told otherwise: one process, one truth.
-            profile=profile or core.config.profile,
+            # None: learned from the core, as a worker learns it from the
+            # simulator it talks to (its `/_config`).
+            profile=profile,
         )
         self.core = core
         self._transport = transport

@@ -28,6 +28,7 @@ from urllib.parse import urlencode
 
 import httpx
 
+from tidings.providers.simulator import wire_twilio
 from tidings.providers.simulator.core import SimulatorCore
 from tidings.providers.simulator.records import Receipt
 
@@ -130,8 +131,15 @@ class ReceiptDispatcher:
             return
         query = urlencode(receipt.query)
         stamp = int(self._wall_clock())
-        headers, body = render(receipt.event, config.webhook_secret, stamp, query, receipt.profile)
-        if self._post(receipt_url(config.webhook_url, query), headers, body):
+        url = receipt_url(config.webhook_url, query)
+        if config.wire and receipt.profile == "twilio":
+            account = wire_twilio.account_of(config)
+            headers, body = wire_twilio.status_callback(receipt, account, url)
+        else:
+            headers, body = render(
+                receipt.event, config.webhook_secret, stamp, query, receipt.profile
+            )
+        if self._post(url, headers, body):
             self._core.mark(receipt, "delivered")
         elif receipt.attempts + 1 < self._max_attempts:
             self._core.mark(receipt, "pending")
