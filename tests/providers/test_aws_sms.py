@@ -236,7 +236,19 @@ def test_a_request_the_model_refuses_never_leaves(signer: SnsSigner) -> None:
             "ValidationException",
             {"Reason": "DESTINATION_COUNTRY_BLOCKED"},
             Rejected,
-            RejectCode.INVALID_DESTINATION,
+            RejectCode.ACCOUNT_RESTRICTED,  # the account's country settings, not the number
+        ),
+        (
+            "ValidationException",
+            {"Reason": "DESTINATION_PHONE_NUMBER_NOT_VERIFIED"},
+            Rejected,
+            RejectCode.ACCOUNT_RESTRICTED,  # the sandbox sends only to verified numbers
+        ),
+        (
+            "ValidationException",
+            {"Reason": "INVALID_IDENTITY_FOR_DESTINATION_COUNTRY"},
+            Rejected,
+            RejectCode.SENDER_REJECTED,  # our origination identity, not the number
         ),
         (
             "ConflictException",
@@ -272,7 +284,9 @@ EVENT_TABLE = [
     ("TEXT_TTL_EXPIRED", ObservedStatus.undelivered, RejectCode.TIMEOUT),
     ("TEXT_CARRIER_UNREACHABLE", ObservedStatus.undelivered, RejectCode.UNREACHABLE),
     ("TEXT_UNREACHABLE", ObservedStatus.undelivered, RejectCode.UNREACHABLE),
-    ("TEXT_UNKNOWN", ObservedStatus.undelivered, RejectCode.UNKNOWN),
+    # AWS's "we do not know what happened" after 72 hours: not a non-delivery
+    # that a resend may fix (that would invite a duplicate).
+    ("TEXT_UNKNOWN", ObservedStatus.unknown, None),
     ("TEXT_BLOCKED", ObservedStatus.failed, RejectCode.CARRIER_FILTERED),
     ("TEXT_INVALID", ObservedStatus.failed, RejectCode.INVALID_DESTINATION),
     ("TEXT_INVALID_MESSAGE", ObservedStatus.failed, RejectCode.CONTENT_REJECTED),

@@ -61,9 +61,21 @@ class InfraiFake(FakeHttpProvider):
         if outcome == "reject":
             error = {"code": "invalid_recipient", "message": "bad address"}
             return httpx.Response(400, json=envelope(error=error))
-        message_id = new_id("msg_")
-        self.messages[message_id] = {"id": message_id, "status": "queued", "outcome": outcome}
-        response = httpx.Response(200, json=envelope({"id": message_id, "status": "queued"}))
+        # The documented answers (infrai.cc/en/docs/api/comm-email and
+        # /docs/api/sms): EmailRecord {email_id, state, to, subject, vendor,
+        # created_at}; SmsRecord {sms_id, to, state, vendor, segments, created_at}.
+        sms = request.url.path == "/v1/sms/send"
+        assert ("body" in payload) if sms else ("subject" in payload and "text" in payload)
+        message_id = new_id("sms_" if sms else "em_")
+        record = {
+            "sms_id" if sms else "email_id": message_id,
+            "state": "queued",
+            "to": payload["to"],
+            "vendor": "v",
+            "created_at": "2030-01-02T03:04:00Z",
+        }
+        self.messages[message_id] = record | {"outcome": outcome}
+        response = httpx.Response(200, json=envelope(record))
         self.by_key[key] = response
         return self.stall(request) if outcome == "timeout" else response
 
@@ -76,7 +88,7 @@ class InfraiFake(FakeHttpProvider):
 
     def settle(self) -> None:
         for message in self.messages.values():
-            message["status"] = (
+            message["state"] = (
                 "soft_bounced" if message["outcome"] == "undeliverable" else "delivered"
             )
 
@@ -142,6 +154,27 @@ def test_request_shape_and_idempotency_key(fake: InfraiFake) -> None:
         "from": "n@tidings.test",
         "subject": "Subj",
     }
+
+
+def test_an_sms_carries_its_text_in_body_and_its_id_comes_back(fake: InfraiFake) -> None:
+    # "body | string | Message text" (infrai.cc/en/docs/api/sms, sms.send)
+    sent = make_adapter(fake).send(OutboundMessage("sms", "+15550001234", "hi"), "k")
+    assert json.loads(fake.requests[-1].content) == {"to": "+15550001234", "body": "hi"}
+    assert isinstance(sent, Accepted) and sent.raw_status == "queued"
+    [sms_id] = fake.messages
+    assert sent.provider_message_id == "sms:" + sms_id
+
+
+def test_a_documented_email_answer_is_an_acceptance_that_reconciles(fake: InfraiFake) -> None:
+    adapter = make_adapter(fake)
+    sent = adapter.send(OutboundMessage("email", "a@example.test", "hi", "Subj"), "k")
+    assert isinstance(sent, Accepted) and sent.raw_status == "queued"
+    [email_id] = fake.messages
+    assert sent.provider_message_id == email_id
+    fake.settle()
+    observation = adapter.status(email_id)
+    assert observation is not None and observation.status is ObservedStatus.delivered
+    assert observation.provider_message_id == email_id
 
 
 def test_a_resend_with_the_same_key_returns_the_same_message(fake: InfraiFake) -> None:

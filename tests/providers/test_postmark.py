@@ -267,8 +267,9 @@ def test_attachments_are_loaded_at_send_time(fake: PostmarkFake) -> None:
     [
         (
             422,
+            # a fact about the request, never about the recipient
             {"ErrorCode": 300, "Message": "Invalid email request"},
-            RejectCode.INVALID_DESTINATION,
+            RejectCode.REQUEST_INVALID,
         ),
         (422, {"ErrorCode": 406, "Message": "Inactive recipient"}, RejectCode.BOUNCED),
         (422, {"ErrorCode": 411, "Message": "Forbidden attachment"}, RejectCode.CONTENT_REJECTED),
@@ -311,7 +312,30 @@ WEBHOOK_TABLE = [
     ("SpamComplaint", {}, ObservedStatus.delivered, RejectCode.COMPLAINT),
     ("Open", {}, ObservedStatus.delivered, None),
     ("Click", {}, ObservedStatus.delivered, None),
-    ("SubscriptionChange", {"SuppressSending": True}, ObservedStatus.unknown, RejectCode.OPTED_OUT),
+    # Postmark: "If a recipient unsubscribes, they will be suppressed with the
+    # SuppressionReason of ManualSuppression"; the other reasons say what they are.
+    (
+        "SubscriptionChange",
+        {"SuppressSending": True, "SuppressionReason": "ManualSuppression"},
+        ObservedStatus.unknown,
+        RejectCode.OPTED_OUT,
+    ),
+    (
+        "SubscriptionChange",
+        {"SuppressSending": True, "SuppressionReason": "HardBounce"},
+        ObservedStatus.unknown,
+        RejectCode.BOUNCED,
+    ),
+    (
+        "SubscriptionChange",
+        {"SuppressSending": True, "SuppressionReason": "SpamComplaint"},
+        ObservedStatus.unknown,
+        RejectCode.COMPLAINT,
+    ),
+    ("SubscriptionChange", {"SuppressSending": False}, ObservedStatus.unknown, None),
+    # An ISP's block is about the sender or the content, not the address:
+    # Postmark deactivates only after HardBounce and SpamComplaint.
+    ("Bounce", {"Type": "Blocked"}, ObservedStatus.failed, RejectCode.SENDER_REJECTED),
 ]
 
 

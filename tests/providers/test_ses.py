@@ -96,6 +96,20 @@ def ses_event(
             | stamp
             | detail
         )
+    elif event_type == "Subscription":
+        # The shape of SES's documented Subscription record (event-publishing-
+        # retrieving-sns-examples, "Subscription record").
+        event["subscription"] = {
+            "contactList": "SystemMonitor-Canary",
+            "source": "UnsubscribeHeader",
+            "newTopicPreferences": {
+                "unsubscribeAll": detail.get("unsubscribeAll", False),
+                "topicSubscriptionStatus": [
+                    {"topicName": "ExampleTopicName", "subscriptionStatus": "OptOut"}
+                ],
+            },
+            "oldTopicPreferences": {"unsubscribeAll": False, "topicSubscriptionStatus": []},
+        } | stamp
     elif event_type == "Delivery":
         event["delivery"] = {
             "processingTimeMillis": 546,
@@ -277,9 +291,11 @@ def test_error_table(
     assert sent_messages() == []
 
 
-def test_an_invalid_address_is_an_invalid_destination(adapter: SesAdapter) -> None:
+def test_a_bad_request_is_the_requests_fault_whatever_its_text(adapter: SesAdapter) -> None:
+    # SES answers BadRequest for any bad field, the sender's included; its
+    # message text is no contract, so it never suppresses the recipient.
     result = adapter.send(OutboundMessage("email", "not an address", "x"), "k")
-    assert isinstance(result, Rejected) and result.code is RejectCode.INVALID_DESTINATION
+    assert isinstance(result, Rejected) and result.code is RejectCode.REQUEST_INVALID
 
 
 # --- events ---------------------------------------------------------------------
@@ -296,7 +312,10 @@ EVENT_TABLE = [
     ("Bounce", {"bounceType": "Undetermined"}, ObservedStatus.undelivered, RejectCode.BOUNCED),
     ("Reject", {}, ObservedStatus.failed, RejectCode.CONTENT_REJECTED),
     ("Rendering Failure", {}, ObservedStatus.failed, RejectCode.CONTENT_REJECTED),
+    # A topic's opt-out is about one contact-list topic, which tidings does
+    # not map to a purpose; unsubscribing from everything is the recipient's.
     ("Subscription", {}, ObservedStatus.unknown, None),
+    ("Subscription", {"unsubscribeAll": True}, ObservedStatus.unknown, RejectCode.OPTED_OUT),
 ]
 
 

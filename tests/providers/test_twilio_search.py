@@ -109,3 +109,38 @@ def test_prism_refuses_a_list_search_the_description_does_not_allow(prism_url: s
         auth=(ACCOUNT, TOKEN),
     )
     assert response.status_code == 422
+
+
+def _listed(sid: str, created: datetime, sent: datetime | None) -> dict[str, Any]:
+    stamp = "%a, %d %b %Y %H:%M:%S +0000"
+    return {
+        "sid": sid,
+        "status": "queued" if sent is None else "delivered",
+        "error_code": None,
+        "to": NUMBER,
+        "date_created": created.strftime(stamp),
+        "date_updated": (sent or created).strftime(stamp),
+        "date_sent": None if sent is None else sent.strftime(stamp),
+    }
+
+
+def test_a_queued_message_sorted_after_older_ones_is_still_found() -> None:
+    # Twilio orders the list by date sent; a message still queued has none,
+    # so it may sort after a page wholly older than the call (issue 37).
+    old = SINCE - timedelta(days=1)
+    pages = {
+        "0": [_listed(f"SM{n:032d}", old, old) for n in range(2)],
+        "1": [_listed("SM" + "f" * 32, SINCE + timedelta(seconds=1), None)],
+    }
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        page = parse_qs(urlsplit(str(request.url)).query).get("Page", ["0"])[0]
+        following = (
+            None if page == "1" else f"/2010-04-01/Accounts/{ACCOUNT}/Messages.json?To=x&Page=1"
+        )
+        return httpx.Response(200, json={"messages": pages[page], "next_page_uri": following})
+
+    client = httpx.Client(transport=httpx.MockTransport(answer), base_url="https://api.twilio.com")
+    adapter = TwilioAdapter(ACCOUNT, TOKEN, messaging_service_sid=SERVICE, client=client)
+    [found] = adapter.search("sms", NUMBER, SINCE, SINCE + timedelta(minutes=1))
+    assert found.provider_message_id == "SM" + "f" * 32

@@ -22,7 +22,9 @@ import pytest
 
 from tests.providers.conformance import AdapterConformance, Outcome, Signature
 from tests.providers.peer_support import FakeHttpProvider, new_id
+from tidings.domain.keys import attempt_key
 from tidings.domain.redaction import REDACTED
+from tidings.providers.correlation import expand
 from tidings.providers.errors import InvalidSignature, ProviderConfigError
 from tidings.providers.messages import OutboundMessage, WebhookRequest
 from tidings.providers.outcomes import (
@@ -56,7 +58,8 @@ class VonageFake(FakeHttpProvider):
         assert request.method == "POST" and request.url.path == "/sms/json"
         form = {k: v[0] for k, v in parse_qs(request.content.decode()).items()}
         assert (form["api_key"], form["api_secret"]) == (API_KEY, API_SECRET)
-        self.record(form.get("client-ref"))
+        assert len(form.get("client-ref", "")) <= 40  # Vonage's documented limit
+        self.record(expand(form.get("client-ref")))
         outcome = self.outcomes.get(form["to"], "accept")
         if outcome == "timeout":
             return self.stall(request)
@@ -188,11 +191,24 @@ def test_request_shape(fake: VonageFake) -> None:
     assert parse_qs(fake.requests[-1].content.decode())["type"] == ["text"]
 
 
+def test_our_attempt_key_fits_client_ref_and_comes_back_whole(fake: VonageFake) -> None:
+    # Vonage: "Client reference of up to 40 characters"; ours is 42 written out.
+    key = attempt_key("9b2f7c1e-3d4a-4f5b-8c6d-7e8f9a0b1c2d", 1234)
+    assert len(key) > 40
+    make_adapter(fake).send(sms(), key)
+    client_ref = parse_qs(fake.requests[-1].content.decode())["client-ref"][0]
+    assert len(client_ref) <= 40
+    params = receipt("0B00000127FDBC63", client_ref, "delivered")
+    params["sig"] = vonage_sig(params, SIGNATURE_SECRET)
+    [observation] = make_adapter().verify_webhook(WebhookRequest("GET", "u", {}, b"", params))
+    assert observation.attempt_key == key  # the receipt names the attempt
+
+
 def test_a_key_too_long_for_client_ref_travels_as_a_digest(fake: VonageFake) -> None:
     key = "intent-" + "x" * 120 + ":attempt:1"
     make_adapter(fake).send(sms(), key)
     client_ref = parse_qs(fake.requests[-1].content.decode())["client-ref"][0]
-    assert len(client_ref) <= 100 and client_ref.startswith("sha256-")
+    assert len(client_ref) <= 40 and client_ref.startswith("sha256-")
     params = receipt("0B00000127FDBC63", client_ref, "delivered")
     params["sig"] = vonage_sig(params, SIGNATURE_SECRET)
     [observation] = make_adapter().verify_webhook(WebhookRequest("GET", "u", {}, b"", params))
@@ -223,11 +239,11 @@ def respond(statuses: list[str], text: str = "refused") -> VonageAdapter:
         (["9"], Retryable, RejectCode.PROVIDER_ERROR),
         (["5"], Indeterminate, RejectCode.PROVIDER_ERROR),
         (["0", "1"], Indeterminate, RejectCode.PROVIDER_ERROR),  # part 1 went out
-        (["3"], Rejected, RejectCode.INVALID_DESTINATION),
+        (["3"], Rejected, RejectCode.REQUEST_INVALID),
         (["4"], Rejected, RejectCode.AUTH_FAILED),
         (["7"], Rejected, RejectCode.OPTED_OUT),
         (["15"], Rejected, RejectCode.AUTH_FAILED),
-        (["29"], Rejected, RejectCode.INVALID_DESTINATION),
+        (["29"], Rejected, RejectCode.ACCOUNT_RESTRICTED),
         (["98"], Rejected, RejectCode.UNKNOWN),
     ],
 )

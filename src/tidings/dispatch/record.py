@@ -9,6 +9,7 @@ docs/requirements.md).
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from tidings.dispatch.claim import Claimed
 from tidings.dispatch.observe import carry_settled_attempt, recording_provider_ids, rematch
 from tidings.domain.attempts import WORKER_SETTLES_FROM
 from tidings.domain.errors import StaleTransition
+from tidings.domain.feedback import INVALID, refusal_alert_key, send_lesson
 from tidings.domain.limits import LimitCheck
 from tidings.domain.schedules import next_check_at, retry_delay
 from tidings.domain.states import AttemptState
@@ -40,6 +42,7 @@ from tidings.store.attempts import AttemptRef
 from tidings.store.isolation import FAILS_ALONE, POLICY_UNREADABLE, note
 
 Conn = psycopg.Connection[Any]
+log = logging.getLogger("tidings.dispatch")
 
 # How long after an ambiguous call to look the message up: long enough for
 # a request still in flight to land at the provider.
@@ -251,11 +254,22 @@ def record_prepare_failure(conn: Conn, claimed: Claimed, code: str, now: datetim
 
 
 def _learn_from_rejection(conn: Conn, claimed: Claimed, result: Rejected, now: datetime) -> None:
-    """A provider's opt-out or invalid-address answer blocks the next send too."""
+    """Only a rejection about the recipient (an opt-out the provider holds,
+    an address that does not exist) blocks the next send too; one about the
+    request, sender or account blocks nobody (domain/feedback.py)."""
     intent = claimed.intent
-    if intent.destination_hash is None:
+    alert = refusal_alert_key(intent.channel, result.code.value)
+    if alert is not None:
+        # Our request, sender or account is wrong: no resend or suppression
+        # fixes it, an operator must (no destination or body is logged).
+        log.warning(
+            "provider refused our request",
+            extra={"alert": alert, "provider": claimed.provider, "intent_id": str(intent.id)},
+        )
+    found = send_lesson(result.code.value)
+    if intent.destination_hash is None or found is None:
         return
-    if result.code is RejectCode.OPTED_OUT:
+    if found.kind == "opt_out":
         contacts.opt_out(
             conn,
             intent.tenant_id,
@@ -264,9 +278,9 @@ def _learn_from_rejection(conn: Conn, claimed: Claimed, result: Rejected, now: d
             f"provider:{claimed.provider}",
             now,
         )
-    elif result.code is RejectCode.INVALID_DESTINATION:
+    else:
         contacts.suppress(
-            conn, intent.tenant_id, intent.channel, intent.destination_hash, "invalid", now
+            conn, intent.tenant_id, intent.channel, intent.destination_hash, INVALID, now
         )
 
 

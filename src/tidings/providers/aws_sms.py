@@ -51,7 +51,11 @@ class AwsSmsAdapter(AwsAdapter):
         "text_ttl_expired": ObservedStatus.undelivered,
         "text_carrier_unreachable": ObservedStatus.undelivered,  # temporary carrier error
         "text_unreachable": ObservedStatus.undelivered,  # handset off or out of coverage
-        "text_unknown": ObservedStatus.undelivered,  # "may be temporary or permanent"
+        # After 72 hours without a carrier's final event AWS reports UNKNOWN
+        # "as we do not know what happened to that message"
+        # (sms-voice/latest/userguide/configuration-sets-event-destinations):
+        # never "a resend may fix it", which would invite a duplicate.
+        "text_unknown": ObservedStatus.unknown,
         "text_blocked": ObservedStatus.failed,
         "text_invalid": ObservedStatus.failed,
         "text_invalid_message": ObservedStatus.failed,
@@ -72,17 +76,21 @@ class AwsSmsAdapter(AwsAdapter):
         "text_spam": RejectCode.CARRIER_FILTERED,
         "text_protect_blocked": RejectCode.CONTENT_REJECTED,
         # ConflictException / ValidationException reasons at send time
+        # (pinpoint-sms-voice-v2 service model, ValidationExceptionReason).
+        # Only the opt-out and an unparseable number are about the recipient;
+        # the sandbox's verified-number list, blocked countries and protect
+        # configurations are the account's settings (docs/providers.md).
         "destination_phone_number_opted_out": RejectCode.OPTED_OUT,
-        "destination_phone_number_not_verified": RejectCode.INVALID_DESTINATION,
-        "destination_country_blocked": RejectCode.INVALID_DESTINATION,
-        "destination_country_blocked_by_protect_configuration": RejectCode.INVALID_DESTINATION,
+        "destination_phone_number_not_verified": RejectCode.ACCOUNT_RESTRICTED,
+        "destination_country_blocked": RejectCode.ACCOUNT_RESTRICTED,
+        "destination_country_blocked_by_protect_configuration": RejectCode.ACCOUNT_RESTRICTED,
         "destination_phone_number_blocked_by_protect_number_override": (
-            RejectCode.INVALID_DESTINATION
+            RejectCode.ACCOUNT_RESTRICTED
         ),
         "country_code_mismatch": RejectCode.INVALID_DESTINATION,
         "cannot_parse": RejectCode.INVALID_DESTINATION,
-        "invalid_identity_for_destination_country": RejectCode.NOT_SMS_CAPABLE,
-        "no_origination_identities_found": RejectCode.AUTH_FAILED,
+        "invalid_identity_for_destination_country": RejectCode.SENDER_REJECTED,
+        "no_origination_identities_found": RejectCode.SENDER_REJECTED,
     }
 
     def __init__(

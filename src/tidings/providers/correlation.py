@@ -10,15 +10,24 @@ values 80 characters, Vonage ``client-ref`` 100. Three ways to fit:
 - ``chunk``: split over several fields (Postmark allows ten).
 - ``carry``: as is when it fits, else a digest; a digest cannot be turned
   back into the key, so such events match by provider message id only.
+- ``compact``: our attempt key (``tdg:<uuid>:<n>``, 42 characters for a
+  one-digit n) as ``t:<the uuid's 16 bytes in base64url>:<n>`` (25 + digits
+  of n), unique and reversible, for fields as short as Vonage's 40.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import re
 from collections.abc import Mapping
+from uuid import UUID
+
+from tidings.domain.keys import attempt_key, intent_of_attempt_key
 
 DIGEST_PREFIX = "sha256-"
+COMPACT_PREFIX = "t:"
 _TAG_SAFE = re.compile(r"[A-Za-z0-9-]")
 
 
@@ -82,3 +91,26 @@ def _unhex(value: str) -> str:
             out.extend(value[i].encode("ascii"))
             i += 1
     return out.decode()
+
+
+def compact(key: str, limit: int) -> str:
+    """Our attempt key in at most `limit` characters, reversible by
+    `expand`; any other key (from before the attempt-key format) as `carry`."""
+    intent = intent_of_attempt_key(key)
+    if intent is None:
+        return carry(key, limit)
+    n = key.rpartition(":")[2]
+    short = COMPACT_PREFIX + base64.urlsafe_b64encode(intent.bytes).decode().rstrip("=") + ":" + n
+    return short if len(short) <= limit else carry(key, limit)
+
+
+def expand(value: object) -> str | None:
+    """The key `compact` carried, or None for a digest or a forged value."""
+    if not isinstance(value, str) or not value.startswith(COMPACT_PREFIX):
+        return recover(value)
+    packed, _, n = value[len(COMPACT_PREFIX) :].partition(":")
+    try:
+        raw = base64.urlsafe_b64decode(packed + "==")
+        return attempt_key(UUID(bytes=raw), int(n)) if n.isdigit() and len(packed) == 22 else None
+    except (ValueError, binascii.Error):
+        return None

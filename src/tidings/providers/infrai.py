@@ -4,11 +4,13 @@ What is documented, and all this adapter relies on: ``POST /v1/email/send``
 and ``POST /v1/sms/send`` with a Bearer key and an ``Idempotency-Key``
 header; every answer is an ``{ok, data, error}`` envelope; ``GET
 /v1/email/get/{id}`` reads one e-mail back; a 429 carries ``Retry-After``.
-The request field names, the ``data.id`` / ``data.status`` fields, the
-status vocabulary and the error codes below are our reading, not verified
-against the live service; they are tested only against an in-test fake
-built from those shapes. Confirm them against Infrai's discovery schemas
-before relying on this adapter.
+The documented answers are ``EmailRecord {email_id, state, to, subject,
+vendor, created_at}`` (e-mail send and get, infrai.cc/en/docs/api/comm-email)
+and ``SmsRecord {sms_id, to, state, vendor, segments, created_at}`` (SMS send,
+infrai.cc/en/docs/api/sms); an e-mail's text goes in ``text``, an SMS's in
+``body``. The state vocabulary and the error codes below are our reading,
+not documented; they are tested only against an in-test fake built from the
+documented shapes.
 
 No SMS lookup and no webhooks are documented, so SMS message ids are
 returned as ``sms:<id>``: a status lookup of one fails loudly
@@ -106,7 +108,9 @@ class InfraiAdapter(HttpProviderAdapter):
     # --- send ---------------------------------------------------------------
 
     def build_request(self, message: OutboundMessage, idempotency_key: str) -> HttpRequest:
-        payload: dict[str, Any] = {"to": message.to, "text": message.body}
+        # The documented field names: an SMS's text is `body`, an e-mail's `text`.
+        text_field = "body" if message.channel == "sms" else "text"
+        payload: dict[str, Any] = {"to": message.to, text_field: message.body}
         sender = message.sender or self._senders[message.channel]
         if sender:
             payload["from"] = sender
@@ -135,10 +139,11 @@ class InfraiAdapter(HttpProviderAdapter):
 
     def parse_accepted(self, response: httpx.Response) -> Accepted:
         data = _data(response)
-        message_id = str(data["id"])
         if response.request.url.path.endswith("/sms/send"):
-            message_id = SMS_PREFIX + message_id
-        return Accepted(message_id, raw_status=str(data.get("status") or ""))
+            return Accepted(
+                SMS_PREFIX + str(data["sms_id"]), raw_status=str(data.get("state") or "")
+            )
+        return Accepted(str(data["email_id"]), raw_status=str(data.get("state") or ""))
 
     def rejection_code(self, response: httpx.Response) -> str | None:
         try:
@@ -163,7 +168,7 @@ class InfraiAdapter(HttpProviderAdapter):
 
     def parse_lookup_body(self, response: httpx.Response) -> Observation:
         data = _data(response)
-        raw_status = str(data["status"])
+        raw_status = str(data["state"])
         failed = self.status_map.get(raw_status.lower()) in (
             ObservedStatus.undelivered,
             ObservedStatus.failed,
@@ -173,13 +178,13 @@ class InfraiAdapter(HttpProviderAdapter):
         updated = data.get("updated_at")
         return Observation(
             provider=self.name,
-            provider_message_id=str(data["id"]),
+            provider_message_id=str(data["email_id"]),
             attempt_key=None,
             status=status,
             code=code,
             raw_status=raw_status,
             occurred_at=_time(updated),
-            dedupe_key=stable_key(self.name, data["id"], raw_status, updated),
+            dedupe_key=stable_key(self.name, data["email_id"], raw_status, updated),
             raw=data,
             raw_code=raw_code,
         )

@@ -40,6 +40,11 @@ class RejectCode(StrEnum):
     BOUNCED = "BOUNCED"
     COMPLAINT = "COMPLAINT"
     CONTENT_REJECTED = "CONTENT_REJECTED"
+    # Facts about our side, never about the recipient: they fail the
+    # intent and alert, and never suppress (domain/feedback.py).
+    REQUEST_INVALID = "REQUEST_INVALID"  # the request itself (empty body, bad parameter)
+    SENDER_REJECTED = "SENDER_REJECTED"  # the From / sender id / origination number
+    ACCOUNT_RESTRICTED = "ACCOUNT_RESTRICTED"  # sandbox, whitelist, blocked country
     ATTACHMENT_TOO_LARGE = "ATTACHMENT_TOO_LARGE"
     AUTH_FAILED = "AUTH_FAILED"
     RATE_LIMITED = "RATE_LIMITED"

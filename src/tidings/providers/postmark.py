@@ -98,7 +98,9 @@ class PostmarkAdapter(HttpProviderAdapter):
     code_map: ClassVar[Mapping[str, RejectCode]] = {
         # API ErrorCode
         "10": RejectCode.AUTH_FAILED,  # bad or missing server token
-        "300": RejectCode.INVALID_DESTINATION,  # invalid email request
+        # "Invalid email request": an empty body, a bad From, more than 50
+        # recipients (postmarkapp.com/support/article/1180): about the request.
+        "300": RejectCode.REQUEST_INVALID,
         "400": RejectCode.AUTH_FAILED,  # sender signature not found
         "401": RejectCode.AUTH_FAILED,  # sender signature not confirmed
         "405": RejectCode.AUTH_FAILED,  # not allowed to send
@@ -112,11 +114,16 @@ class PostmarkAdapter(HttpProviderAdapter):
         "transient": RejectCode.BOUNCED,
         "dnserror": RejectCode.BOUNCED,
         "bounced": RejectCode.BOUNCED,
-        "blocked": RejectCode.BOUNCED,
+        # An ISP's block (reputation, content): Postmark deactivates an address
+        # only after HardBounce and SpamComplaint (support article 815).
+        "blocked": RejectCode.SENDER_REJECTED,
         "bademailaddress": RejectCode.INVALID_DESTINATION,
         "manuallydeactivated": RejectCode.OPTED_OUT,
         "unsubscribe": RejectCode.OPTED_OUT,
         "spamcomplaint": RejectCode.COMPLAINT,
+        # SubscriptionChange SuppressionReason (developer/webhooks/
+        # subscription-change-webhook): an unsubscribe is ManualSuppression.
+        "manualsuppression": RejectCode.OPTED_OUT,
         "spamnotification": RejectCode.CONTENT_REJECTED,
         "virusnotification": RejectCode.CONTENT_REJECTED,
         "dmarcpolicy": RejectCode.CONTENT_REJECTED,
@@ -316,7 +323,9 @@ def _event_code(raw_status: str, event: Mapping[str, Any]) -> str | None:
     if kind == "spamcomplaint":
         return "SpamComplaint"
     if kind == "subscriptionchange" and event.get("SuppressSending"):
-        return "Unsubscribe"
+        # HardBounce, SpamComplaint or ManualSuppression; null only on a
+        # reactivation, which teaches nothing.
+        return str(event.get("SuppressionReason") or "ManualSuppression")
     return None
 
 

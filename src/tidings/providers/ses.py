@@ -42,7 +42,6 @@ _EVENT_OBJECT = {
 }
 # Words in a BadRequest message that say the recipient address is what is wrong
 # ("Illegal address", "Missing final '@domain'", moto's "Missing domain").
-_ADDRESS_WORDS = ("address", "domain", "recipient", "@")
 # The event types whose meaning is a failure reason: they are their own code.
 _SELF_CODED = frozenset({"complaint", "reject", "rendering failure"})
 
@@ -70,6 +69,7 @@ class SesAdapter(AwsAdapter):
         "undetermined": RejectCode.BOUNCED,
         # self-coded event types
         "complaint": RejectCode.COMPLAINT,
+        "unsubscribeall": RejectCode.OPTED_OUT,  # Subscription, newTopicPreferences
         "reject": RejectCode.CONTENT_REJECTED,
         "rendering failure": RejectCode.CONTENT_REJECTED,
         # SendEmail errors
@@ -140,10 +140,10 @@ class SesAdapter(AwsAdapter):
     def parse_error(self, exc: ClientError) -> SendResult:
         code, _, http, detail = error_parts(exc)
         if code in ("BadRequestException", "InvalidParameterValue"):
-            # One code for a malformed address and any other bad field; the text tells.
-            bad_address = any(word in detail.lower() for word in _ADDRESS_WORDS)
-            reason = RejectCode.INVALID_DESTINATION if bad_address else RejectCode.CONTENT_REJECTED
-            return Rejected(reason, detail, http)
+            # One code for any bad field, the sender's included; its message
+            # text is no contract, so it never names the recipient (a guess
+            # from the text suppressed recipients for a bad From).
+            return Rejected(RejectCode.REQUEST_INVALID, detail, http)
         return super().parse_error(exc)
 
     # --- events (configuration-set event destination -> SNS -> us) ----------
@@ -203,7 +203,22 @@ def _raw_code(raw_status: str, event: Mapping[str, Any]) -> str | None:
     if kind == "bounce":
         bounce = event.get("bounce") or {}
         return str(bounce.get("bounceType") or "Undetermined")
+    if kind == "subscription":
+        return _subscription_code(event)
     return raw_status if kind in _SELF_CODED else None
+
+
+def _subscription_code(event: Mapping[str, Any]) -> str | None:
+    """SES's Subscription event (a recipient's list-management change):
+    unsubscribing from every topic is an opt-out; one topic's opt-out is
+    kept as raw only, since tidings maps no contact-list topic to a purpose."""
+    subscription = event.get("subscription")
+    preferences = (
+        subscription.get("newTopicPreferences") if isinstance(subscription, dict) else None
+    )
+    if isinstance(preferences, dict) and preferences.get("unsubscribeAll") is True:
+        return "unsubscribeAll"
+    return None
 
 
 def _timestamp(raw_status: str, event: Mapping[str, Any]) -> str | None:

@@ -134,10 +134,9 @@ class SnsSmsAdapter(AwsAdapter):
     def parse_error(self, exc: ClientError) -> SendResult:
         code, _, http, detail = error_parts(exc)
         if code in ("InvalidParameter", "ParameterValueInvalid"):
-            # One code for a bad number and a bad message; only the text tells them apart.
-            bad_number = "phone" in detail.lower()
-            reason = RejectCode.INVALID_DESTINATION if bad_number else RejectCode.CONTENT_REJECTED
-            return Rejected(reason, detail, http)
+            # One code for a bad number, a bad message or a bad attribute; the
+            # text is no contract, so this never names (or suppresses) the recipient.
+            return Rejected(RejectCode.REQUEST_INVALID, detail, http)
         return super().parse_error(exc)
 
     def verify_webhook(self, request: WebhookRequest) -> list[Observation]:

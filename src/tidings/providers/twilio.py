@@ -195,8 +195,13 @@ class TwilioAdapter(HttpProviderAdapter):
     def search(
         self, channel: str, destination: str, since: datetime, until: datetime
     ) -> list[Observation]:
-        """Pages of the Messages list, newest first, until one is wholly older
-        than `since`; a search that needs more pages than that proves nothing."""
+        """Every page of the Messages list for the number, up to SEARCH_PAGES;
+        a search that needs more pages than that proves nothing.
+
+        No early stop at a page older than `since`: Twilio orders the list by
+        date sent, and a message still queued has none, so it may sort after
+        pages wholly older than the call; stopping there proved an absence
+        that was not one (issue 37)."""
         self._require(self.can_search(channel), "list search")
         request = self.build_search_request(channel, destination, since, until)
         found: list[Observation] = []
@@ -205,7 +210,7 @@ class TwilioAdapter(HttpProviderAdapter):
             page = self.parse_search(response)
             found += [m for m in page if m.created_at and since <= m.created_at <= until]
             following = response.json().get("next_page_uri")
-            if not following or all(m.created_at and m.created_at < since for m in page):
+            if not following:
                 return found
             request = HttpRequest("GET", str(following))
         raise ProviderUnavailable(f"twilio list search ran past {SEARCH_PAGES} pages")

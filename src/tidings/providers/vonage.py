@@ -4,8 +4,8 @@ The SMS API answers HTTP 200 whatever happened: the outcome is each
 ``messages[].status`` ("0" accepted, "1" throttled, others refused). A long
 text is split and every part gets its own message id; if some parts went
 and others did not, the outcome is Indeterminate (a resend would duplicate
-the parts that went). Our attempt key rides in ``client-ref`` (at most 100
-characters, a digest beyond that) and comes back in every receipt, which
+the parts that went). Our attempt key rides in ``client-ref`` (at most 40
+characters: compacted, a digest for keys of another format) and comes back in every receipt, which
 matters because receipts of later parts carry those parts' own ids.
 
 Receipts are signed with the account's signature secret in the ``sig``
@@ -39,7 +39,7 @@ from tidings.providers.base import (
     same_digest,
     stable_key,
 )
-from tidings.providers.correlation import carry, recover
+from tidings.providers.correlation import compact, expand
 from tidings.providers.errors import InvalidSignature, ProviderConfigError
 from tidings.providers.messages import OutboundMessage, WebhookRequest
 from tidings.providers.outcomes import (
@@ -55,7 +55,9 @@ from tidings.providers.outcomes import (
 from tidings.providers.registry import register
 
 DEFAULT_BASE_URL = "https://rest.nexmo.com"
-CLIENT_REF_LIMIT = 100
+# "Client reference of up to 40 characters" (Vonage's API specification,
+# ClientRef); our attempt key travels compacted (providers/correlation.py).
+CLIENT_REF_LIMIT = 40
 TTL_RANGE_MS = (20_000, 604_800_000)
 SIGNATURE_METHODS = ("md5hash", "md5", "sha1", "sha256", "sha512")
 # Send statuses that certainly sent nothing and may succeed later.
@@ -82,7 +84,9 @@ class VonageAdapter(HttpProviderAdapter):
     }
     code_map: ClassVar[Mapping[str, RejectCode]] = {
         # send statuses (the "status" of messages[] in the response)
-        "3": RejectCode.INVALID_DESTINATION,  # invalid parameters: nearly always "to"
+        # Send statuses per Vonage's SMS API error table
+        # (developer.vonage.com/en/messaging/sms/guides/troubleshooting-sms).
+        "3": RejectCode.REQUEST_INVALID,  # invalid parameters: about the request, not "to"
         "4": RejectCode.AUTH_FAILED,
         "6": RejectCode.INVALID_DESTINATION,  # unrecognised number prefix
         "7": RejectCode.OPTED_OUT,  # number barred (blacklisted)
@@ -92,7 +96,7 @@ class VonageAdapter(HttpProviderAdapter):
         "14": RejectCode.AUTH_FAILED,  # invalid signature
         "15": RejectCode.AUTH_FAILED,  # sender address not allowed
         "22": RejectCode.INVALID_DESTINATION,  # invalid network code
-        "29": RejectCode.INVALID_DESTINATION,  # not whitelisted (trial account)
+        "29": RejectCode.ACCOUNT_RESTRICTED,  # non-whitelisted destination: a demo account's list
         "32": RejectCode.AUTH_FAILED,
         "33": RejectCode.INVALID_DESTINATION,  # number de-activated
     }
@@ -161,7 +165,7 @@ class VonageAdapter(HttpProviderAdapter):
             "to": message.to.lstrip("+"),  # the SMS API wants digits only
             "text": message.body,
             "type": "text" if is_gsm7(message.body) else "unicode",
-            "client-ref": carry(idempotency_key, CLIENT_REF_LIMIT),
+            "client-ref": compact(idempotency_key, CLIENT_REF_LIMIT),
         }
         if self._callback_url:
             data |= {"status-report-req": "1", "callback": self._callback_url}
@@ -253,7 +257,7 @@ class VonageAdapter(HttpProviderAdapter):
         return Observation(
             provider=self.name,
             provider_message_id=params["messageId"],
-            attempt_key=recover(params.get("client-ref")),
+            attempt_key=expand(params.get("client-ref")),
             status=status,
             code=code,
             raw_status=raw_status,

@@ -142,7 +142,8 @@ PROFILES: dict[str, Profile] = {
                     "TEXT_CARRIER_UNREACHABLE",
                     "TEXT_CARRIER_UNREACHABLE",
                 ),
-                ("undelivered", None): ("TEXT_UNKNOWN", "TEXT_UNKNOWN"),
+                # Not TEXT_UNKNOWN: AWS's "we do not know" is no non-delivery.
+                ("undelivered", None): ("TEXT_TTL_EXPIRED", "TEXT_TTL_EXPIRED"),
                 ("failed", "CARRIER_FILTERED"): ("TEXT_BLOCKED", "TEXT_BLOCKED"),
                 ("failed", None): ("TEXT_INVALID", "TEXT_INVALID"),
             },
