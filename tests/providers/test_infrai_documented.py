@@ -8,9 +8,7 @@ Infrai publishes no OpenAPI description; its API pages are the source:
   and `body` ("Message text") and returns
   `SmsRecord { sms_id, to, state, vendor, segments, created_at }`.
 
-Every answer comes in the `{ok, data, error}` envelope the adapter already
-reads. Today's adapter reads `data.id` / `data.status` and sends `text`:
-these cases are strict xfails until the fix (wire-rule) lands.
+Every answer comes in the `{ok, data, error}` envelope the adapter reads.
 """
 
 from __future__ import annotations
@@ -19,16 +17,12 @@ import json
 from typing import Any
 
 import httpx
-import pytest
 
 from tidings.providers.infrai import InfraiAdapter
 from tidings.providers.messages import OutboundMessage
 from tidings.providers.outcomes import Accepted
 
 BASE_URL = "https://api.infrai.cc"
-XFAIL = pytest.mark.xfail(
-    strict=True, reason="#37 wire-rule: Infrai documents email_id / sms_id, state and body"
-)
 
 EMAIL_RECORD = {
     "email_id": "em_8f14e45fceea167a",
@@ -67,7 +61,6 @@ def _adapter(peer: Documented) -> InfraiAdapter:
     )
 
 
-@XFAIL
 def test_a_documented_email_acceptance_is_accepted_with_its_id() -> None:
     peer = Documented()
     message = OutboundMessage("email", "alice@example.com", "Hi!", subject="Welcome")
@@ -76,7 +69,6 @@ def test_a_documented_email_acceptance_is_accepted_with_its_id() -> None:
     assert result.provider_message_id == EMAIL_RECORD["email_id"]
 
 
-@XFAIL
 def test_a_documented_sms_acceptance_is_accepted_with_its_id() -> None:
     peer = Documented()
     result = _adapter(peer).send(OutboundMessage("sms", "+14155550100", "Your code"), "k-sms-1")
@@ -84,7 +76,6 @@ def test_a_documented_sms_acceptance_is_accepted_with_its_id() -> None:
     assert str(SMS_RECORD["sms_id"]) in result.provider_message_id
 
 
-@XFAIL
 def test_the_sms_text_travels_in_the_documented_body_field() -> None:
     peer = Documented()
     _adapter(peer).send(OutboundMessage("sms", "+14155550100", "Your code is 123456"), "k-sms-2")

@@ -9,10 +9,6 @@ and then reads the blocks the database holds for the destination:
   sender) fails the intent and blocks nobody;
 - a fact about the recipient (a number barred or de-activated, a number
   that opted out at AWS) still blocks the destination.
-
-Cases failing on today's adapters are `xfail(strict=True)`: the fix is
-another branch's (wire-rule), and a strict xfail turns red the day it lands,
-so the merger removes the marks then.
 """
 
 from __future__ import annotations
@@ -46,7 +42,6 @@ from tidings.providers.vonage import VonageAdapter
 
 PHONE = "+14155550123"
 EMAIL = "reader@example.org"
-WIRE_RULE = "#37 wire-rule: a fact about the request, sender or account must not suppress"
 
 
 # --- peers answering one documented answer ----------------------------------------
@@ -148,7 +143,6 @@ class Case:
 NONE: frozenset[str] = frozenset()
 EMPTY_BODY = "Provide either email TextBody or HtmlBody or both."
 NOT_VERIFIED = "DESTINATION_PHONE_NUMBER_NOT_VERIFIED"
-XFAIL = pytest.mark.xfail(strict=True, reason=WIRE_RULE)
 
 REQUEST_LEVEL = [
     pytest.param(
@@ -164,24 +158,20 @@ REQUEST_LEVEL = [
             NONE,
         ),
         id="postmark-300-unverified-from",
-        marks=XFAIL,
     ),
     pytest.param(
         # "What does Error Code: '300' mean?" (Postmark support article 1180):
         # an empty body is one of its three common causes.
         Case("email", postmark_answering(422, 300, EMPTY_BODY), NONE),
         id="postmark-300-empty-body",
-        marks=XFAIL,
     ),
     pytest.param(
         Case("sms", vonage_answering("3", "Invalid Parameters"), NONE),
         id="vonage-3-invalid-parameters",
-        marks=XFAIL,
     ),
     pytest.param(
         Case("sms", vonage_answering("29", "Non White-listed Destination - rejected"), NONE),
         id="vonage-29-demo-account-whitelist",
-        marks=XFAIL,
     ),
     pytest.param(
         Case("sms", vonage_answering("15", "Illegal Sender Address - rejected"), NONE),
@@ -190,12 +180,10 @@ REQUEST_LEVEL = [
     pytest.param(
         Case("sms", aws_sms_answering("ConflictException", NOT_VERIFIED), NONE),
         id="aws-sms-sandbox-number-not-verified",
-        marks=XFAIL,
     ),
     pytest.param(
         Case("sms", aws_sms_answering("ValidationException", "DESTINATION_COUNTRY_BLOCKED"), NONE),
         id="aws-sms-country-blocked",
-        marks=XFAIL,
     ),
     pytest.param(
         Case("email", ses_refusing_an_unverified_sender, NONE),
@@ -204,7 +192,6 @@ REQUEST_LEVEL = [
     pytest.param(
         Case("email", ses_bad_request_about_the_sender, NONE),
         id="ses-bad-request-about-the-sender",
-        marks=XFAIL,
     ),
 ]
 
@@ -283,7 +270,6 @@ RECEIPTS = [
         # sending (content, reputation), which Postmark does not deactivate.
         ("Bounce", {"Type": "Blocked", "TypeCode": 100000}, NONE),
         id="postmark-blocked-bounce",
-        marks=XFAIL,
     ),
     pytest.param(
         # "Subscription change webhook"
@@ -304,7 +290,6 @@ RECEIPTS = [
             frozenset({"suppression"}),
         ),
         id="postmark-subscription-change-hard-bounce",
-        marks=XFAIL,
     ),
     pytest.param(
         # Same page: SuppressSending false is a reactivation; it blocks nothing.
