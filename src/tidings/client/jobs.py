@@ -96,7 +96,7 @@ class JobMethods(ClientBase):
 
     def job(self, job_id: UUID | str) -> dict[str, Any]:
         with self.db.transaction() as conn:
-            return job_status(conn, self.tenant, as_uuid(job_id))
+            return job_status(conn, self.tenant, as_uuid(job_id), self.clock.now())
 
     def job_recipients(
         self, job_id: UUID | str, *, after: int = 0, limit: int = 100

@@ -16,9 +16,10 @@ from uuid import UUID
 import psycopg
 
 from tidings.domain.intent import Intent, TimelineEntry
+from tidings.domain.job_status import derived_status
 from tidings.domain.redaction import redact_value
 from tidings.domain.states import TERMINAL_INTENT
-from tidings.store import console_reads, controls, ledger
+from tidings.store import console_reads, controls, job_counts, ledger
 from tidings.store.database import Row
 
 Conn = psycopg.Connection[Any]
@@ -185,7 +186,9 @@ def jobs(conn: Conn, tenant: str) -> Jobs:
         raw = console_reads.recent_jobs(conn, tenant, limit=50)
         ids = [UUID(j["id"]) for j in raw]
         counts: dict[str, dict[str, int]] = {}
-        for row in console_reads.job_state_counts(conn, tenant, ids):
+        # Kept counts (store/job_counts.py), and the status the API derives
+        # from them (domain/job_status.py): never the stored one alone.
+        for row in job_counts.states_of_jobs(conn, tenant, ids):
             counts.setdefault(str(row["job_id"]), {})[row["state"]] = row["n"]
         found = [_job(j, counts.get(str(j["id"]), {})) for j in raw]
     return Jobs(present, found, _classes(console_reads.event_classes(conn, tenant)))
@@ -201,7 +204,7 @@ def _job(job: dict[str, Any], counts: dict[str, int]) -> JobRow:
     return JobRow(
         id=str(job["id"]),
         event_class=str(job.get("event_class", "")),
-        status=str(job.get("status", "")),
+        status=derived_status(str(job.get("status", "")), counts),
         created_at=job.get("created_at"),
         audience=job.get("audience_size"),
         report=f"{report} rev {job.get('report_revision')}" if report else None,

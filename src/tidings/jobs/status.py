@@ -1,58 +1,59 @@
 """The job's status projection and its recipients by cursor, from rows.
 
-Nothing here is cached: counts come from the job's intents, so a status can
-never disagree with the rows it summarises, until retention takes them;
-then the final counts it kept on the job are served (docs/retention.md). Recipient listings walk the
-frozen audience by its sequence number, a stable cursor.
+A job's numbers are kept, not recounted (migrations/0033_job_counts.sql):
+the schema's triggers add every change of its intents and attempts to a
+few striped rows in the transaction that makes it, so a status read sums
+one job's rows whatever its audience, and the numbers stay when retention
+takes the evidence (docs/jobs.md). Recipient listings walk the frozen
+audience by its sequence number, a stable cursor.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 import psycopg
 
 from tidings.domain.errors import NotFound
-from tidings.domain.states import TERMINAL_INTENT, IntentState
-from tidings.store import jobs
+from tidings.domain.job_status import derived_status, poll_after_seconds
+from tidings.store import job_counts, jobs
+from tidings.store.database import Row
 
 Conn = psycopg.Connection[Any]
 
-# Terminal outcomes that mean a recipient did not get the message it was
-# meant to get; exclusions decided by policy are reported, not failures.
-FAILURES = {IntentState.FAILED, IntentState.EXPIRED, IntentState.UNKNOWN}
+# Intents a policy kept from sending: not eligible, cost nothing.
+EXCLUSIONS = {"suppressed", "no_permitted_channel"}
 
 
-def job_status(conn: Conn, tenant: str, job_id: UUID) -> dict[str, Any]:
+def job_status(conn: Conn, tenant: str, job_id: UUID, now: datetime) -> dict[str, Any]:
     job = jobs.by_id(conn, tenant, job_id)
     if job is None:
         raise NotFound(f"no job {job_id}")
+    rows = job_counts.of_job(conn, tenant, job_id)
+    intents = [r for r in rows if r["state"] and r["intents"]]
     counts: Counter[str] = Counter()
     by_channel: dict[str, Counter[str]] = {}
-    if job["final_counts"] is not None:
-        # Kept by retention before the first of the job's evidence went.
-        counts.update(job["final_counts"])
-        for channel, states in (job["final_counts_by_channel"] or {}).items():
-            by_channel[channel] = Counter(states)
-        cost: dict[str, Any] = job["final_cost"] or {}
-        updated = job["updated_at"]
-    else:
-        rows = jobs.counts(conn, tenant, job_id)
-        for row in rows:
-            counts[row["state"]] += row["n"]
-            by_channel.setdefault(row["channel"], Counter())[row["state"]] += row["n"]
-        cost = jobs.segments(conn, tenant, job_id) or {}
-        updated = max([job["updated_at"], *(r["updated_at"] for r in rows)])
+    by_code: Counter[str] = Counter()
+    for row in intents:
+        counts[row["state"]] += row["intents"]
+        by_channel.setdefault(row["channel"], Counter())[row["state"]] += row["intents"]
+        if row["code"]:
+            by_code[row["code"]] += row["intents"]
+    updated = max([job["updated_at"], *(r["updated_at"] for r in rows)])
+    status = derived_status(job["status"], counts)
     return {
         "id": job["id"],
-        "status": _status(job["status"], counts),
+        "status": status,
         # Set when its preparation was set aside (store/isolation.py).
         "quarantine_code": job["quarantine_code"],
-        "counts": dict(counts),
-        "counts_by_channel": {c: dict(v) for c, v in by_channel.items()},
+        "counts": dict(+counts),
+        "counts_by_channel": {c: dict(+v) for c, v in by_channel.items() if +v},
+        "counts_by_code": dict(+by_code),
         "updated_at": updated,
+        "poll_after_seconds": poll_after_seconds(status, updated, now),
         "audience_size": job["audience_size"],
         "audience_version": job["audience_version"],
         "policy_version": job["policy_version"],
@@ -65,25 +66,37 @@ def job_status(conn: Conn, tenant: str, job_id: UUID) -> dict[str, Any]:
         "evidence_expires_at": job["evidence_expires_at"],
         "facts_expire_at": job["facts_expire_at"],
         "created_at": job["created_at"],
-        "cost": {
-            "eligible_intents": sum(
-                n for s, n in counts.items() if s not in ("suppressed", "no_permitted_channel")
-            ),
-            "attempts": int(cost.get("attempts", 0)),
-            "attempts_reached_provider": int(cost.get("reached_provider", 0)),
-            "sms_segments": int(cost.get("segments", 0)),
-        },
+        "cost": _cost(job, rows, counts),
     }
 
 
-def _status(stored: str, counts: Counter[str]) -> str:
-    if stored == "preparing":
-        return "preparing"
-    if any(IntentState(s) not in TERMINAL_INTENT for s in counts):
-        return "dispatching"
-    if any(IntentState(s) in FAILURES for s in counts):
-        return "complete_with_failures"
-    return "complete"
+def _cost(job: Row, rows: list[Row], counts: Counter[str]) -> dict[str, Any]:
+    """Seed 003's bill: attempts = eligible recipients x permitted channels
+    + retries, per channel; SMS segments; the bytes of evidence the job
+    holds, and until when (the later of its two retention clocks)."""
+    channels: dict[str, dict[str, int]] = {}
+    for row in rows:
+        if not row["channel"]:
+            continue
+        c = channels.setdefault(
+            row["channel"], {"eligible_intents": 0, "attempts": 0, "retries": 0, "segments": 0}
+        )
+        if row["state"] and row["state"] not in EXCLUSIONS:
+            c["eligible_intents"] += row["intents"]
+        c["attempts"] += row["attempts"]
+        c["retries"] += row["retries"]
+        c["segments"] += row["segments"]
+    clocks = [t for t in (job["evidence_expires_at"], job["facts_expire_at"]) if t is not None]
+    return {
+        "eligible_intents": sum(n for s, n in counts.items() if s not in EXCLUSIONS),
+        "attempts": sum(r["attempts"] for r in rows),
+        "retries": sum(r["retries"] for r in rows),
+        "attempts_reached_provider": sum(r["reached_provider"] for r in rows),
+        "sms_segments": sum(r["segments"] for r in rows),
+        "by_channel": channels,
+        "retained_bytes": sum(r["retained_bytes"] for r in rows),
+        "retained_until": max(clocks) if clocks else None,
+    }
 
 
 def job_recipients(conn: Conn, tenant: str, job_id: UUID, after: int, limit: int) -> dict[str, Any]:

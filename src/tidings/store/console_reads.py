@@ -7,7 +7,6 @@ rows into pages.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -68,11 +67,6 @@ def recent_jobs(conn: Conn, tenant: str, limit: int) -> list[dict[str, Any]]:
     """The newest jobs, each its whole row as a JSON object."""
     rows = fetch_all(conn, "console_jobs", {"tenant_id": tenant, "limit": limit})
     return [r["job"] for r in rows]
-
-
-def job_state_counts(conn: Conn, tenant: str, job_ids: Sequence[UUID]) -> list[Row]:
-    """`job_id, state, n` for the given jobs."""
-    return fetch_all(conn, "console_job_counts", {"tenant_id": tenant, "job_ids": job_ids})
 
 
 def event_classes(conn: Conn, tenant: str) -> list[Row]:

@@ -97,15 +97,6 @@ def notify_due_channels(conn: Conn, channels: Sequence[str]) -> None:
     fetch_all(conn, "notify_due_channels", {"channels": list(channels)})
 
 
-def counts(conn: Conn, tenant_id: str, job_id: UUID) -> list[Row]:
-    """Intents per channel and state, with when each group last changed."""
-    return fetch_all(conn, "job_counts", {"tenant_id": tenant_id, "job_id": job_id})
-
-
-def segments(conn: Conn, tenant_id: str, job_id: UUID) -> Row | None:
-    return fetch_one(conn, "job_segments", {"tenant_id": tenant_id, "job_id": job_id})
-
-
 def recipient_states(conn: Conn, tenant_id: str, job_id: UUID, after: int, limit: int) -> list[Row]:
     return fetch_all(
         conn,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, Response
+import hashlib
+
+from fastapi import APIRouter, Header, Query, Response
 
 from tidings.api.auth import Reader, Sender
 from tidings.api.openapi import NOT_FOUND, WITH_BODY, responses
@@ -30,9 +32,32 @@ def post_job(body: JobIn, caller: Sender, response: Response) -> JobAccepted:
     return JobAccepted(id=job_id, status=t.job(job_id)["status"])
 
 
-@router.get("/{job_id}", responses=responses(NOT_FOUND), summary="Status and counts, from rows")
-def get_job(job_id: str, caller: Reader) -> JobStatus:
-    return JobStatus(**caller.tidings.job(job_id))
+@router.get(
+    "/{job_id}",
+    response_model=JobStatus,
+    responses=responses(NOT_FOUND, extra={304: {"description": "Nothing moved since that ETag"}}),
+    summary="Status and kept counts; ETag, and when to poll again",
+)
+def get_job(
+    job_id: str,
+    caller: Reader,
+    response: Response,
+    if_none_match: str | None = Header(None),
+) -> JobStatus | Response:
+    status = JobStatus(**caller.tidings.job(job_id))
+    tag = etag(status)
+    headers = {"ETag": tag, "Retry-After": str(status.poll_after_seconds)}
+    # The ETag names the whole answer: equal tags, nothing moved.
+    if if_none_match is not None and tag in {t.strip() for t in if_none_match.split(",")}:
+        return Response(status_code=304, headers=headers)
+    response.headers.update(headers)
+    return status
+
+
+def etag(status: JobStatus) -> str:
+    # poll_after_seconds changes as time passes, not as the job moves.
+    body = status.model_dump_json(exclude={"poll_after_seconds"})
+    return '"' + hashlib.sha256(body.encode()).hexdigest()[:32] + '"'
 
 
 @router.post(

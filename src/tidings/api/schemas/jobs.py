@@ -56,12 +56,32 @@ class JobAccepted(BaseModel):
     status: str
 
 
+class JobCost(BaseModel):
+    """Seed 003's bill (docs/jobs.md): attempts = eligible recipients x
+    permitted channels + retries, per channel."""
+
+    eligible_intents: int
+    attempts: int
+    retries: int
+    attempts_reached_provider: int
+    sms_segments: int
+    by_channel: dict[str, dict[str, int]]
+    retained_bytes: int = Field(description="bytes of evidence the job holds, as written")
+    retained_until: datetime | None = Field(description="when the last of it is purged")
+
+
 class JobStatus(BaseModel):
     id: UUID
     status: Literal["preparing", "dispatching", "complete", "complete_with_failures"]
     counts: dict[str, int]
     counts_by_channel: dict[str, dict[str, int]]
+    counts_by_code: dict[str, int] = Field(
+        description="intents per decision code (the policy's reasons, provider codes)"
+    )
     updated_at: datetime
+    poll_after_seconds: int = Field(
+        description="when to ask again; also the Retry-After header (docs/jobs.md)"
+    )
     audience_size: int
     audience_version: str
     policy_version: str
@@ -76,7 +96,7 @@ class JobStatus(BaseModel):
         description="when the job itself, with the final counts kept on it, is purged"
     )
     created_at: datetime
-    cost: dict[str, int]
+    cost: JobCost
 
 
 class RecipientOut(BaseModel):

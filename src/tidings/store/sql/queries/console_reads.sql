@@ -42,11 +42,6 @@ WHERE j.tenant_id = %(tenant_id)s
 ORDER BY j.created_at DESC
 LIMIT %(limit)s;
 
--- name: console_job_counts
-SELECT job_id, state, count(*) AS n FROM intents
-WHERE tenant_id = %(tenant_id)s AND job_id = ANY(%(job_ids)s)
-GROUP BY job_id, state;
-
 -- name: console_event_classes
 SELECT event_class, channel, state, count(*) AS n, min(created_at) AS first_at,
        max(updated_at) AS last_at

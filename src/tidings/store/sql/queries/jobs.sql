@@ -39,20 +39,6 @@ WHERE tenant_id = %(tenant_id)s AND id = %(id)s;
 UPDATE jobs SET status = 'dispatching', prepared_at = %(now)s, updated_at = %(now)s
 WHERE tenant_id = %(tenant_id)s AND id = %(id)s AND status = 'preparing';
 
--- name: job_counts
--- The projection is computed from the intents themselves: every count is
--- derivable from rows, so it can never disagree with them.
-SELECT state, channel, count(*) AS n, max(updated_at) AS updated_at,
-       coalesce(sum(attempt_count), 0) AS attempts
-FROM intents WHERE tenant_id = %(tenant_id)s AND job_id = %(job_id)s
-GROUP BY state, channel;
-
--- name: job_segments
-SELECT coalesce(sum(a.segments), 0) AS segments, count(a.*) AS attempts,
-       count(a.*) FILTER (WHERE a.accepted_at IS NOT NULL) AS reached_provider
-FROM attempts a JOIN intents i ON i.tenant_id = a.tenant_id AND i.id = a.intent_id
-WHERE i.tenant_id = %(tenant_id)s AND i.job_id = %(job_id)s;
-
 -- name: job_recipient_states
 -- Recipients by a stable cursor over the frozen audience. Each recipient's
 -- intents are looked up by its own seq: the lateral subquery (OFFSET 0
