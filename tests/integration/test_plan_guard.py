@@ -27,7 +27,7 @@ import pytest
 from tests.databases import clone_database, drop_database
 
 from .plan_guard.explain import buffers, guarded, is_read
-from .plan_guard.params import BACKLOG, KEPT_COUNTS, LEFT, NOT_PLANNED, UNBOUNDED
+from .plan_guard.params import BACKLOG, LEFT, NOT_PLANNED, UNBOUNDED
 
 HERE = Path(__file__).parent / "plan_guard"
 # A page of 50 rows read by index: a few hundred buffers. A scan of any of
@@ -79,10 +79,7 @@ def _cases() -> list[Any]:
     cases = []
     for name in guarded():
         marks = []
-        if name in KEPT_COUNTS:
-            why = "recounts a whole job: replaced by kept counts (issue 38 item 2)"
-            marks.append(pytest.mark.xfail(strict=True, reason=why))
-        elif name in LEFT:
+        if name in LEFT:
             marks.append(pytest.mark.xfail(strict=True, reason=LEFT[name]))
         cases.append(pytest.param(name, marks=marks, id=name))
     return cases
@@ -103,7 +100,7 @@ def test_every_exception_names_a_query_and_a_reason() -> None:
     from tidings.store.queries import all_queries
 
     queries = all_queries()
-    listed = set(NOT_PLANNED) | set(UNBOUNDED) | set(BACKLOG) | set(LEFT) | KEPT_COUNTS
+    listed = set(NOT_PLANNED) | set(UNBOUNDED) | set(BACKLOG) | set(LEFT)
     assert listed <= set(queries), listed - set(queries)
     assert all(is_read(queries[n]) for n in set(UNBOUNDED) | set(BACKLOG) | set(LEFT))
     assert all(reason for reason in {**NOT_PLANNED, **UNBOUNDED, **LEFT}.values())

@@ -11,7 +11,7 @@ import psycopg
 
 from tidings.store.queries import all_queries
 
-from .params import KEPT_COUNTS, NOT_PLANNED, UNBOUNDED, params_for
+from .params import NOT_PLANNED, UNBOUNDED, params_for
 
 _PARAM = re.compile(r"%\((\w+)\)s")
 _COMMENT = re.compile(r"--[^\n]*")
@@ -35,7 +35,7 @@ def guarded() -> list[str]:
 
 
 def left_out() -> set[str]:
-    return set(NOT_PLANNED) | set(UNBOUNDED) | KEPT_COUNTS
+    return set(NOT_PLANNED) | set(UNBOUNDED)
 
 
 def buffers(conn: psycopg.Connection[Any], name: str) -> tuple[int, dict[str, Any]]:

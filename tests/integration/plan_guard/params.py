@@ -104,10 +104,6 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "scenario_intents": {"job_id": OTHER_JOB},
 }
 
-# Whole-job recounts: issue 38 item 2 replaces them with kept counts
-# (another branch); until then they read the whole job, by design.
-KEPT_COUNTS = {"job_counts", "job_segments", "console_job_counts"}
-
 # Reads whose cost is what they are for: they cannot be bounded by a page.
 UNBOUNDED: dict[str, str] = {
     "metrics_intents_by_state": "a scrape counts the whole ledger (kept counts: item 2)",
