@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from tidings.cli import development, operations, processes
@@ -14,6 +16,28 @@ app = typer.Typer(
 )
 templates_app = typer.Typer(help="Template revisions.", no_args_is_help=True)
 policy_app = typer.Typer(help="Policy versions.", no_args_is_help=True)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"tidings {version('tidings')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """Durable, auditable e-mail and SMS notifications on PostgreSQL."""
+
+
 app.add_typer(keys_app, name="keys")
 app.add_typer(templates_app, name="templates")
 app.add_typer(policy_app, name="policy")

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from tidings.cli.common import console, open_tidings
+from tidings.cli.common import console, errors, open_tidings
 from tidings.platform.settings import Settings
 
 
@@ -22,9 +22,19 @@ def migrate() -> None:
 def timeline(intent: str, tenant: Annotated[str | None, typer.Option()] = None) -> None:
     """Print everything known about one intent, in order."""
     from tidings.cli.timeline import intent_summary, timeline_table
+    from tidings.domain.errors import NotFound
 
     with open_tidings(tenant) as t:
-        found = t.get(intent)
+        try:
+            found = t.get(intent)
+        except NotFound:  # an id mistyped or from another tenant: say so, exit 1
+            errors.print(
+                f"error: no intent {intent} in this tenant; check the id (and --tenant)",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(1) from None
         entries = t.timeline(intent)
     console.print(intent_summary(found))
     console.print(timeline_table(entries))
@@ -53,8 +63,18 @@ def policy_publish(path: Path, tenant: Annotated[str | None, typer.Option()] = N
     """Publish an immutable policy version from a JSON file."""
     from tidings.policies import document
 
+    try:
+        text = path.read_text("utf-8")
+    except OSError as exc:  # a user's typo: one line, not a traceback
+        errors.print(
+            f"error: cannot read {path}: {exc.strerror or exc}; give a policy JSON file",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(2) from None
     with open_tidings(tenant) as t:
-        version = t.publish_policy(document(path.read_text("utf-8")), actor="cli")
+        version = t.publish_policy(document(text), actor="cli")
     console.print(f"published {version}")
 
 

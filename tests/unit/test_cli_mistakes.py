@@ -1,0 +1,28 @@
+"""Ordinary mistakes at the `tidings` command answer with one line that says
+what to do, exit 2 for usage and 1 for failure, never a traceback (issue 40)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from tidings.cli.main import app
+
+
+def test_version_prints_the_package_version() -> None:
+    from importlib.metadata import version
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == f"tidings {version('tidings')}"
+
+
+def test_policy_publish_of_a_missing_file_is_a_usage_error(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.json"
+    result = CliRunner().invoke(app, ["policy", "publish", str(missing)])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.output
+    assert "no such file" in result.output.lower()
+    assert str(missing) in result.output
