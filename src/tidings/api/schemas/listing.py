@@ -1,0 +1,20 @@
+"""The page GET /v1/intents answers (docs/finding.md)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from tidings.api.schemas.intents import IntentOut
+from tidings.domain.intent import Intent
+from tidings.domain.listing import Page
+
+
+class IntentPageOut(BaseModel):
+    items: list[IntentOut] = Field(description="The matching intents, newest first")
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next page; null on the last page"
+    )
+
+    @classmethod
+    def of(cls, page: Page[Intent]) -> IntentPageOut:
+        return cls(items=[IntentOut.of(i) for i in page.items], next_cursor=page.next_cursor)
