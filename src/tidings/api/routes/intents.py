@@ -14,10 +14,11 @@ from tidings.api.openapi import NOT_FOUND, WITH_BODY, responses
 from tidings.api.problems import Problem
 from tidings.api.schemas.cancel import CancelCountsOut, CancelManyIn
 from tidings.api.schemas.intents import CancelIn, IntentIn, IntentOut, Timeline, TimelineEntryOut
-from tidings.api.schemas.listing import IntentPageOut
+from tidings.api.schemas.listing import CreateWarning, IntentCreatedOut, IntentPageOut
 from tidings.client.base import Recorded
 from tidings.domain.intent import Intent
 from tidings.domain.listing import DEFAULT_PAGE, MAX_PAGE
+from tidings.domain.policy import POLICY_MISSING_HELP
 from tidings.domain.states import IntentState
 
 router = APIRouter(prefix="/v1/intents", tags=["intents"])
@@ -40,7 +41,7 @@ MISSING_VARIABLES_EXAMPLE = {
         *WITH_BODY,
         409,
         extra={
-            200: {"model": IntentOut, "description": "A replay of the key"},
+            200: {"model": IntentCreatedOut, "description": "A replay of the key"},
             422: {
                 "model": Problem,
                 "description": "Invalid input, or required variables missing; nothing created",
@@ -50,7 +51,9 @@ MISSING_VARIABLES_EXAMPLE = {
     ),
     summary="Record an intent to notify; a replayed key returns the first",
 )
-async def create_intent(body: IntentIn, sending: SenderToAdmit, response: Response) -> IntentOut:
+async def create_intent(
+    body: IntentIn, sending: SenderToAdmit, response: Response
+) -> IntentCreatedOut:
     # Async with one hop for the key check and the create, on one pooled
     # connection: a sync route costs a hop to the thread pool for the
     # handler and another for its response's validation, and a dependency
@@ -58,7 +61,13 @@ async def create_intent(body: IntentIn, sending: SenderToAdmit, response: Respon
     recorded = await in_thread(_admit_and_create, sending, body)
     if not recorded.created:
         response.status_code = 200
-    return IntentOut.of(recorded.item)
+    out = IntentCreatedOut(**dict(IntentOut.of(recorded.item)))
+    if recorded.item.policy_version is None and recorded.item.decision_code is None:
+        # Created under no policy: the claim will deny it (POLICY_MISSING).
+        # Said now, in the answer and a header, not only on the timeline.
+        response.headers["Tidings-Warning"] = "POLICY_MISSING"
+        out.warnings = [CreateWarning(code="POLICY_MISSING", detail=POLICY_MISSING_HELP)]
+    return out
 
 
 Text = Annotated[str | None, Query(max_length=256)]
