@@ -13,6 +13,7 @@ from tidings.domain.errors import (
     TidingsError,
 )
 from tidings.domain.intent import Attempt, Intent, TimelineEntry
+from tidings.domain.listing import Page
 from tidings.domain.states import AttemptState, IntentState
 from tidings.providers.base import ProviderAdapter
 
@@ -29,6 +30,7 @@ __all__ = [
     "InvalidInput",
     "ManualClock",
     "NotFound",
+    "Page",
     "ProviderAdapter",
     "StaleTransition",
     "SystemClock",

@@ -29,6 +29,7 @@ def test_create_answers_201_then_200_for_a_replay_and_409_for_another_body(
     assert first.status_code == 201, first.text
     created = first.json()
     assert created["state"] == "pending" and created["version"] == 1
+    assert created["warnings"] == [] and "Tidings-Warning" not in first.headers
     assert created["policy_version"] == "default-1" and created["template_revision"] == 1
     assert created["template"] == {"name": "waitlist_offer", "revision": 1}
     replay = api.post("/v1/intents", json=body)

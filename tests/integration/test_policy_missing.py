@@ -69,6 +69,9 @@ def test_policy_missing_over_http(tidings: Tidings, clock: ManualClock, db_url: 
     created = http.post("/v1/intents", json=intent_body(tidings))
     assert created.status_code == 201, created.text
     assert created.json()["policy_version"] is None
+    assert created.headers["Tidings-Warning"] == "POLICY_MISSING"
+    assert [w["code"] for w in created.json()["warnings"]] == ["POLICY_MISSING"]
+    assert all(how in created.json()["warnings"][0]["detail"] for how in HOW)
     worker(tidings, simulator(clock)).dispatch_once()
     view = http.get(f"/v1/intents/{created.json()['id']}").json()
     assert view["state"] == "suppressed"

@@ -18,6 +18,7 @@ PUBLIC_NAMES = {
     "InvalidInput",
     "ManualClock",
     "NotFound",
+    "Page",
     "ProviderAdapter",
     "StaleTransition",
     "SystemClock",

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from tidings.cli import development, operations, processes
+from tidings.cli.intents import intents_app
 from tidings.cli.keys import keys_app
 
 app = typer.Typer(
@@ -41,6 +42,8 @@ def _root(
 app.add_typer(keys_app, name="keys")
 app.add_typer(templates_app, name="templates")
 app.add_typer(policy_app, name="policy")
+# Issue #40: finding intents (cli/intents.py).
+app.add_typer(intents_app, name="intents")
 
 for command in (
     operations.migrate,

@@ -30,6 +30,7 @@ from tidings.client.cancel import CancelCounts, CancelFilter, cancel_intent, can
 from tidings.client.contacts import ContactMethods
 from tidings.client.jobs import JobMethods
 from tidings.client.keys import KeyMethods
+from tidings.client.listing import ListingMethods
 from tidings.client.serving import ServingMethods
 from tidings.client.setup import SetupMethods
 from tidings.client.shadow import live_outcomes, shadow_report
@@ -50,7 +51,7 @@ from tidings.store.migrate import migrate as apply_migrations
 from tidings.store.wakeups import Waker
 
 
-class Tidings(ContactMethods, JobMethods, SetupMethods, KeyMethods, ServingMethods):
+class Tidings(ContactMethods, JobMethods, SetupMethods, KeyMethods, ServingMethods, ListingMethods):
     def __init__(
         self,
         database_url: str | None = None,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
 
 from tidings.api.auth import Admission, Reader, Sender, SenderToAdmit
 from tidings.api.hop import in_thread
@@ -13,8 +14,12 @@ from tidings.api.openapi import NOT_FOUND, WITH_BODY, responses
 from tidings.api.problems import Problem
 from tidings.api.schemas.cancel import CancelCountsOut, CancelManyIn
 from tidings.api.schemas.intents import CancelIn, IntentIn, IntentOut, Timeline, TimelineEntryOut
+from tidings.api.schemas.listing import CreateWarning, IntentCreatedOut, IntentPageOut
 from tidings.client.base import Recorded
 from tidings.domain.intent import Intent
+from tidings.domain.listing import DEFAULT_PAGE, MAX_PAGE
+from tidings.domain.policy import POLICY_MISSING_HELP
+from tidings.domain.states import IntentState
 
 router = APIRouter(prefix="/v1/intents", tags=["intents"])
 
@@ -36,7 +41,7 @@ MISSING_VARIABLES_EXAMPLE = {
         *WITH_BODY,
         409,
         extra={
-            200: {"model": IntentOut, "description": "A replay of the key"},
+            200: {"model": IntentCreatedOut, "description": "A replay of the key"},
             422: {
                 "model": Problem,
                 "description": "Invalid input, or required variables missing; nothing created",
@@ -46,7 +51,9 @@ MISSING_VARIABLES_EXAMPLE = {
     ),
     summary="Record an intent to notify; a replayed key returns the first",
 )
-async def create_intent(body: IntentIn, sending: SenderToAdmit, response: Response) -> IntentOut:
+async def create_intent(
+    body: IntentIn, sending: SenderToAdmit, response: Response
+) -> IntentCreatedOut:
     # Async with one hop for the key check and the create, on one pooled
     # connection: a sync route costs a hop to the thread pool for the
     # handler and another for its response's validation, and a dependency
@@ -54,7 +61,48 @@ async def create_intent(body: IntentIn, sending: SenderToAdmit, response: Respon
     recorded = await in_thread(_admit_and_create, sending, body)
     if not recorded.created:
         response.status_code = 200
-    return IntentOut.of(recorded.item)
+    out = IntentCreatedOut(**dict(IntentOut.of(recorded.item)))
+    if recorded.item.policy_version is None and recorded.item.decision_code is None:
+        # Created under no policy: the claim will deny it (POLICY_MISSING).
+        # Said now, in the answer and a header, not only on the timeline.
+        response.headers["Tidings-Warning"] = "POLICY_MISSING"
+        out.warnings = [CreateWarning(code="POLICY_MISSING", detail=POLICY_MISSING_HELP)]
+    return out
+
+
+Text = Annotated[str | None, Query(max_length=256)]
+
+
+@router.get(
+    "",
+    responses=responses(422),
+    summary="Find intents by key, recipient, event class, state, correlation id or time",
+)
+def list_intents(
+    caller: Reader,
+    idempotency_key: Text = None,
+    recipient_ref: Text = None,
+    event_class: Text = None,
+    state: IntentState | None = None,
+    correlation_id: Text = None,
+    created_from: Annotated[datetime | None, Query(description="Inclusive, with offset")] = None,
+    created_to: Annotated[datetime | None, Query(description="Exclusive, with offset")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+    cursor: Annotated[str | None, Query(max_length=200, description="`next_cursor`")] = None,
+) -> IntentPageOut:
+    # Newest first; every filter given must match (docs/finding.md).
+    page = caller.tidings.list_intents(
+        idempotency_key=idempotency_key,
+        recipient_ref=recipient_ref,
+        event_class=event_class,
+        state=state.value if state else None,
+        correlation_id=correlation_id,
+        created_from=created_from,
+        created_to=created_to,
+        limit=limit,
+        cursor=cursor,
+    )
+    return IntentPageOut.of(page)
 
 
 @router.get("/{intent_id}", responses=responses(NOT_FOUND), summary="One intent and its attempts")

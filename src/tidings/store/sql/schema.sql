@@ -1045,3 +1045,11 @@ END $$;
 CREATE TRIGGER job_counts_attempts_deleted AFTER DELETE ON attempts
     REFERENCING OLD TABLE AS old_rows
     FOR EACH STATEMENT EXECUTE FUNCTION job_counts_attempts_deleted();
+-- Finding intents (0034, docs/finding.md): newest first by (created_at, id),
+-- one index per leading filter, so a page costs a page.
+CREATE INDEX intents_listing ON intents (tenant_id, created_at, id);
+CREATE INDEX intents_listing_recipient ON intents (tenant_id, recipient_ref, created_at, id);
+CREATE INDEX intents_listing_event_class ON intents (tenant_id, event_class, created_at, id);
+CREATE INDEX intents_listing_state ON intents (tenant_id, state, created_at, id);
+CREATE INDEX intents_listing_correlation ON intents (tenant_id, correlation_id, created_at, id)
+    WHERE correlation_id IS NOT NULL;
