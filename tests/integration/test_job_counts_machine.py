@@ -153,7 +153,9 @@ def build_machine(t: Tidings, clock: ManualClock) -> type[RuleBasedStateMachine]
             # Retention takes the evidence; the kept numbers stay.
             clock.set(status["evidence_expires_at"] + timedelta(hours=1))
             purge(t.db, clock.now())
-            assert recounted(t, self.id) == {}
+            # Finished intents go; one still unresolved after the rounds
+            # above stays (retention's rule), so the recount need not be
+            # empty: what is checked is that the kept numbers do not move.
             assert kept(t, self.id) == before
             after = t.job(self.id)
             for field in ("status", "counts", "counts_by_channel", "counts_by_code", "cost"):
