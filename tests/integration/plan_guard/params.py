@@ -97,6 +97,16 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # A cancel by job: the filter the bulk cancel is slow on.
     "cancel_candidates": {"after": intent_id(G)},
     "count_final_matching": {},
+    # GET /v1/intents: the first page of a tenant's newest intents.
+    "list_intents": {
+        "idempotency_key": None,
+        "state": None,
+        "created_from": None,
+        "created_to": None,
+        "after_at": None,
+        "after_id": None,
+        "limit": 51,
+    },
     "shadow_decisions": {"after": intent_id(G)},
     "events_after": {"id": 0},
     "next_report_revision": {"id": "rep1"},
