@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,7 @@ import pytest
 import yaml
 
 from tests.lanes import starts_processes
-from tests.providers.support import free_port
-from tests.providers.twilio_peer import PEERS, _wait_for_prism, missing_peer, prism_binary
+from tests.providers.twilio_peer import PEERS, serve_prism
 from tidings.domain.keys import attempt_key
 from tidings.providers.messages import OutboundMessage
 from tidings.providers.outcomes import Accepted, Indeterminate
@@ -78,28 +76,11 @@ def request_violations(answer: httpx.Response) -> list[Any]:
     return [v for v in found if v.get("location", [""])[0] != "response"]
 
 
-def _serve(spec: Path, tmp: Path) -> Iterator[str]:
-    binary = prism_binary()
-    if binary is None or not spec.is_file():
-        missing_peer("Stoplight Prism is not installed (scripts/install-prism, or TIDINGS_PRISM)")
-    port = free_port()
-    with (tmp / "prism.log").open("wb") as log:
-        command = [binary, "mock", "-h", "127.0.0.1", "-p", str(port), str(spec)]
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            _wait_for_prism(proc, url)
-            yield url
-        finally:
-            proc.terminate()
-            proc.wait(10)
-
-
 @pytest.fixture(scope="module")
 @starts_processes
 def sendgrid_prism(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("prism-sendgrid")
-    yield from _serve(corrected_sendgrid(tmp), tmp)
+    yield from serve_prism(corrected_sendgrid(tmp), tmp)
 
 
 def corrected_sendgrid(tmp: Path) -> Path:
@@ -128,7 +109,7 @@ def corrected_sendgrid(tmp: Path) -> Path:
 @pytest.fixture(scope="module")
 @starts_processes
 def vonage_prism(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    yield from _serve(VONAGE_SPEC, tmp_path_factory.mktemp("prism-vonage"))
+    yield from serve_prism(VONAGE_SPEC, tmp_path_factory.mktemp("prism-vonage"))
 
 
 # --- SendGrid -------------------------------------------------------------------------

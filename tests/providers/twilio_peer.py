@@ -245,21 +245,25 @@ def prism_binary() -> str | None:
 @pytest.fixture(scope="module")
 @starts_processes
 def prism_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from serve_prism(SPEC_PATH, tmp_path_factory.mktemp("prism"))
+
+
+def serve_prism(spec: Path, tmp: Path) -> Iterator[str]:
+    """Prism serving the description `spec`, logging into `tmp`; its URL."""
     binary = prism_binary()
-    if binary is None or not SPEC_PATH.is_file():
+    if binary is None or not spec.is_file():
         missing_peer("Stoplight Prism is not installed (scripts/install-prism, or TIDINGS_PRISM)")
     port = free_port()
-    log = (tmp_path_factory.mktemp("prism") / "prism.log").open("wb")
-    command = [binary, "mock", "-h", "127.0.0.1", "-p", str(port), str(SPEC_PATH)]
-    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_for_prism(proc, url)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        log.close()
+    with (tmp / "prism.log").open("wb") as log:
+        command = [binary, "mock", "-h", "127.0.0.1", "-p", str(port), str(spec)]
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_for_prism(proc, url)
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(10)
 
 
 def _wait_for_prism(proc: subprocess.Popen[bytes], url: str, deadline_s: float = 60.0) -> None:
