@@ -70,6 +70,11 @@ def publish_offer_template(t: Tidings) -> None:
 
 
 def offer(t: Tidings, n: int = 1, **overrides: Any) -> Any:
+    return t.notify(**offer_request(t, n, **overrides))
+
+
+def offer_request(t: Tidings, n: int = 1, **overrides: Any) -> dict[str, Any]:
+    """`notify`'s fields for the `n`th member's waitlist offer."""
     request: dict[str, Any] = {
         "idempotency_key": f"waitlist:771:{1800 + n}:offer:1",
         "channel": "sms",
@@ -81,7 +86,7 @@ def offer(t: Tidings, n: int = 1, **overrides: Any) -> Any:
         "expires_at": t.clock.now() + timedelta(minutes=30),
     }
     request.update(overrides)
-    return t.notify(**request)
+    return request
 
 
 def sends(core: SimulatorCore, key_prefix: str = "") -> list[dict[str, Any]]:

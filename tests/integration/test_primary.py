@@ -17,9 +17,15 @@ import pytest
 from prometheus_client import generate_latest
 from psycopg.conninfo import make_conninfo
 
+from tidings import Tidings
+from tidings.client.base import Recorded
+from tidings.domain.ids import uuid7
+from tidings.domain.intent import Intent
 from tidings.observability.process_metrics import PROCESS_REGISTRY
 from tidings.store.database import Database
 from tidings.store.primary import WATCH, PrimaryUnavailable
+
+from .dispatch_helpers import offer_request, publish_offer_template
 
 
 def waiting_gauge() -> float:
@@ -91,3 +97,29 @@ def test_an_error_about_the_statement_is_not_run_again(db: Database) -> None:
         db.statements_again(work)
     assert len(runs) == 1
     assert not WATCH.waiting
+
+
+def test_a_create_whose_commit_answer_was_lost_is_still_a_creation_when_run_again(
+    tidings: Tidings,
+) -> None:
+    # The API chooses the id once and runs the create again on a lost
+    # connection; the second run finds the first run's committed intent and
+    # must answer 201 for it, not 200 as for a client's replay.
+    publish_offer_template(tidings)
+    chosen = uuid7(tidings.now())
+    request = offer_request(tidings)
+    runs: list[bool] = []
+
+    def create(conn: psycopg.Connection[Any]) -> Recorded[Intent]:
+        recorded = tidings.record_intent(actor="test", conn=conn, intent_id=chosen, **request)
+        runs.append(recorded.created)
+        if len(runs) == 1:  # committed (autocommit), then the answer is lost
+            conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        return recorded
+
+    recorded = tidings.autocommit_again(create)
+    assert runs == [True, True]
+    assert recorded.created and recorded.item.id == chosen
+    # A client's own replay of the same key is still a replay.
+    again = tidings.record_intent(actor="test", **request)
+    assert not again.created and again.item.id == chosen

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypeVar
+from uuid import UUID
 
 import psycopg
 
@@ -54,14 +55,16 @@ class ServingMethods(ClientBase):
         return self.db.statements_again(work)
 
     def record_intent(
-        self, *, actor: str, conn: Conn | None = None, **fields: Any
+        self, *, actor: str, conn: Conn | None = None, intent_id: UUID | None = None, **fields: Any
     ) -> Recorded[Intent]:
         """`notify` for a server: the same fields, and whether it created.
 
         On `conn` when given, which must be in autocommit (`autocommit()`):
         the create is one statement. A replay returns the first intent as it
         is now, attempts included. The tenant must exist already (an API
-        key's does), so nothing is spent making sure of it.
+        key's does), so nothing is spent making sure of it. `intent_id`, chosen
+        once by a caller that may run the create again (`autocommit_again`),
+        makes finding that run's own intent a creation, not a replay.
         """
         request = IntentRequest.parse(now=self.now(), **fields)
         with self.autocommit() if conn is None else _given(conn) as tx:
@@ -75,6 +78,7 @@ class ServingMethods(ClientBase):
                 actor,
                 self.runtime.intake,
                 wake=waker.due if waker else None,
+                intent_id=intent_id,
             )
             if not created:  # the first intent as it is now, attempts included
                 current = ledger.get_intent(tx, self.tenant, intent.id, with_attempts=True)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 import psycopg
 
@@ -58,8 +59,14 @@ def create_or_replay(
     actor: str,
     cache: IntakeCache,
     wake: Callable[[str], None] | None = None,
+    intent_id: UUID | None = None,
 ) -> tuple[Intent, bool]:
     """The intent for this key: created now (True) or the first one (False).
+
+    `intent_id`, the id a caller chose before running the create (perhaps
+    again, after a commit whose answer was lost: `Database.statements_again`),
+    tells that run's own intent from another request's: finding it is a
+    creation, not a replay.
 
     `wake`, for a create on a connection in autocommit, is called with the
     channel once the intent is committed (store/wakeups.py); without it the
@@ -69,6 +76,8 @@ def create_or_replay(
     reference = vault.reference(recipient.channel.value, recipient.destination)
     request_hash = request.fingerprint(reference)
     row = _row(tenant, request, reference, request_hash, now, actor)
+    if intent_id is not None:
+        row["id"] = intent_id
     row["ciphertext"] = vault.encrypt(recipient.destination)
     row["notify"] = wake is None
     try:
@@ -78,7 +87,7 @@ def create_or_replay(
         # (a replay) or as a conflict, never as a template error.
         existing = ledger.intent_by_key(conn, tenant, request.idempotency_key)
         if existing is not None:
-            return _replayed(existing, request_hash), False
+            return _replayed(existing, request_hash), existing.id == intent_id
         raise
     if created is not None:
         log.info(
@@ -95,9 +104,12 @@ def create_or_replay(
         if wake is not None:
             wake(created.channel)
         return created, True
-    # The key is taken, by an earlier create (a replay) or a concurrent one:
-    # the first intent stands, and nothing of this request was written.
-    return _replayed(_by_key(conn, tenant, request), request_hash), False
+    # The key is taken, by an earlier create (a replay), a concurrent one, or
+    # this request's own first run whose commit's answer was lost (its id).
+    first = _replayed(_by_key(conn, tenant, request), request_hash)
+    if first.id == intent_id and wake is not None:
+        wake(first.channel)
+    return first, first.id == intent_id
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from tidings.api.schemas.cancel import CancelCountsOut, CancelManyIn
 from tidings.api.schemas.intents import CancelIn, IntentIn, IntentOut, Timeline, TimelineEntryOut
 from tidings.api.schemas.listing import CreateWarning, IntentCreatedOut, IntentPageOut
 from tidings.client.base import Recorded
+from tidings.domain.ids import uuid7
 from tidings.domain.intent import Intent
 from tidings.domain.listing import DEFAULT_PAGE, MAX_PAGE
 from tidings.domain.policy import POLICY_MISSING_HELP
@@ -147,9 +148,17 @@ def _admit_and_create(sending: Admission, body: IntentIn) -> Recorded[Intent]:
     # nothing to hold a transaction open for; keyed by the idempotency key,
     # so safe to run again across a failover. Not `notify`: the API tells a
     # creation (201) from a replay (200), and records the key as the actor.
+    # The id is chosen by the first run and kept: a run again that finds it
+    # found its own create (a commit whose answer was lost), still a creation.
+    chosen: list[UUID] = []
+
     def create(conn: Any) -> Recorded[Intent]:
         caller = sending.admit(conn)
+        if not chosen:
+            chosen.append(uuid7(caller.tidings.now()))
         raw: dict[str, Any] = body.model_dump(exclude_none=True)
-        return caller.tidings.record_intent(actor=caller.actor, conn=conn, **raw)
+        return caller.tidings.record_intent(
+            actor=caller.actor, conn=conn, intent_id=chosen[0], **raw
+        )
 
     return sending.root.autocommit_again(create)
