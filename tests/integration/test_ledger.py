@@ -304,6 +304,25 @@ def test_cancel_waiting_on_an_uncommitted_claim_cancels_after_it(
     assert [e.to_state for e in tidings.timeline(created.id)] == ["pending", "sending", "canceled"]
 
 
+def test_the_timeline_lists_the_intents_moves_in_version_order_whatever_their_times(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    # A cancel reads its time before it waits for a worker's claim to
+    # commit: its transition (version 3) can carry an earlier time than the
+    # claim's (version 2). The timeline tells the story in the order the
+    # intent lived it.
+    created = tidings.notify(**offer(clock))
+    clock.advance(2)
+    with tidings.db.transaction() as worker:
+        claim(worker, tidings, tidings.get(created.id))
+    clock.advance(-1)
+    tidings.cancel(created.id, reason="member_left")
+    entries = [e for e in tidings.timeline(created.id) if e.kind == "transition"]
+    assert [e.detail["version"] for e in entries] == [1, 2, 3]
+    assert [e.to_state for e in entries] == ["pending", "sending", "canceled"]
+    assert entries[2].at < entries[1].at  # each move keeps its own time
+
+
 def _wait_until_blocked(db_url: str) -> None:
     with psycopg.connect(db_url, autocommit=True) as conn:
         for _ in range(500):

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from tidings.domain.intent import Intent, TimelineEntry
+from tidings.domain.state_words import state_note
 
 
 def intent_summary(intent: Intent) -> str:
@@ -16,6 +18,7 @@ def intent_summary(intent: Intent) -> str:
         f"key={intent.idempotency_key}  policy={intent.policy_version}  "
         f"template={intent.template_name}@{intent.template_revision}  "
         f"correlation={intent.correlation_id or '-'}"
+        + (f"\n[bold]{escape(note)}[/]" if (note := state_note(intent)) else "")
     )
 
 

@@ -18,6 +18,7 @@ import psycopg
 from tidings.domain.intent import Intent, TimelineEntry
 from tidings.domain.job_status import derived_status
 from tidings.domain.redaction import redact_value
+from tidings.domain.state_words import state_note
 from tidings.domain.states import TERMINAL_INTENT
 from tidings.store import console_reads, controls, job_counts, ledger
 from tidings.store.database import Row
@@ -235,6 +236,10 @@ class IntentPage:
     canceled_by: str | None
     last_observation: Row | None
     timeline: list[TimelineEntry]
+
+    @property
+    def state_note(self) -> str | None:
+        return state_note(self.intent)
 
     @property
     def accepted(self) -> tuple[datetime | None, int | None]:

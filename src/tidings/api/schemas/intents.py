@@ -18,6 +18,7 @@ from tidings.api.schemas.common import (
 )
 from tidings.domain.cancellation import CancelReason
 from tidings.domain.intent import Attempt, Intent, TimelineEntry
+from tidings.domain.state_words import state_note
 
 
 class RecipientIn(RequestModel):
@@ -151,6 +152,13 @@ class IntentOut(BaseModel):
         examples=["2026-12-01T08:00:00Z"],
     )
     cancel_reason: str | None
+    state_note: str | None = Field(
+        default=None,
+        description="What the final state leaves out, said plainly: set when the intent "
+        "was canceled, expired or failed after a message was handed to a provider "
+        "(a cancel cannot unsend); null otherwise",
+        examples=["canceled after the message was delivered: a cancel cannot unsend it"],
+    )
     resend_budget: int
     attempt_count: int
     expires_at: datetime | None
@@ -184,6 +192,7 @@ class IntentOut(BaseModel):
             ),
             next_attempt_at=i.next_due_at if i.state.value in _WAITING else None,
             cancel_reason=i.cancel_reason,
+            state_note=state_note(i),
             resend_budget=i.resend_budget,
             attempt_count=i.attempt_count,
             expires_at=i.expires_at,

@@ -287,18 +287,23 @@ SELECT count(*) AS created FROM created;
 SELECT * FROM attempts WHERE tenant_id = %(tenant_id)s AND intent_id = %(id)s ORDER BY n;
 
 -- name: timeline
--- Everything known about one intent, in the order it happened.
+-- Everything known about one intent, in the order it happened. The moves
+-- are in version order: a cancel reads its time before it waits for a
+-- claim to commit, so its later version can carry the earlier time. Each
+-- move is placed at the latest time of the moves up to it (`placed`),
+-- and the rest of the evidence falls in between by its own time.
 SELECT at, kind, from_state, to_state, event, actor, policy_version, detail
 FROM (
-    SELECT t.at, 'transition' AS kind, t.from_state, t.to_state, t.event, t.actor,
-           t.policy_version,
+    SELECT t.at, max(t.at) OVER (ORDER BY t.version) AS placed, 'transition' AS kind,
+           t.from_state, t.to_state, t.event, t.actor, t.policy_version,
            jsonb_strip_nulls(jsonb_build_object(
                'version', t.version, 'code', t.decision_code, 'input', t.input)) AS detail,
-           0 AS tiebreak, t.id AS seq
+           0 AS tiebreak, t.version::bigint AS seq
     FROM transitions t
     WHERE t.tenant_id = %(tenant_id)s AND t.intent_id = %(id)s
     UNION ALL
-    SELECT a.created_at, 'attempt', NULL, a.state, 'attempt_' || a.n, 'worker', NULL,
+    SELECT a.created_at, a.created_at, 'attempt', NULL, a.state, 'attempt_' || a.n, 'worker',
+           NULL,
            jsonb_strip_nulls(jsonb_build_object(
                'n', a.n, 'provider', a.provider, 'provider_message_id', a.provider_message_id,
                'attempt_key', a.attempt_key, 'code', a.code, 'segments', a.segments,
@@ -308,7 +313,8 @@ FROM (
     FROM attempts a
     WHERE a.tenant_id = %(tenant_id)s AND a.intent_id = %(id)s
     UNION ALL
-    SELECT coalesce(o.occurred_at, o.received_at), 'observation', NULL, o.status,
+    SELECT coalesce(o.occurred_at, o.received_at), coalesce(o.occurred_at, o.received_at),
+           'observation', NULL, o.status,
            o.source, 'provider:' || o.provider, NULL,
            jsonb_strip_nulls(jsonb_build_object(
                'attempt', o.attempt_n, 'raw_status', o.raw_status, 'code', o.code,
@@ -321,7 +327,8 @@ FROM (
     -- short history (docs/retention.md).
     -- Row by row (attempts_purged_at), or with its whole month's partitions
     -- (unless its rows were kept apart: its creation is still audited).
-    SELECT coalesce(i.attempts_purged_at, m.attempts_dropped_at), 'retention', NULL, NULL,
+    SELECT coalesce(i.attempts_purged_at, m.attempts_dropped_at),
+           coalesce(i.attempts_purged_at, m.attempts_dropped_at), 'retention', NULL, NULL,
            'attempt_evidence_purged', 'retention', i.policy_version,
            '{"removed": ["attempts", "transitions", "events"]}'::jsonb, 3, 0
     FROM intents i
@@ -332,7 +339,7 @@ FROM (
     WHERE i.tenant_id = %(tenant_id)s AND i.id = %(id)s
       AND coalesce(i.attempts_purged_at, m.attempts_dropped_at) IS NOT NULL
 ) entries
-ORDER BY at, tiebreak, seq;
+ORDER BY placed, tiebreak, seq;
 
 -- name: store_upload_destinations
 INSERT INTO destinations (tenant_id, destination_hash, channel, ciphertext, country, created_at)
