@@ -7,7 +7,7 @@ import logging
 import os
 import signal
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -18,11 +18,15 @@ from tidings.cli.common import (
     await_database,
     configure_logs,
     console,
+    errors,
     open_tidings,
 )
 from tidings.cli.stop import bound_the_stop, stop_on_signals
 from tidings.platform.settings import Settings
 from tidings.providers.simulator.profiles import PROFILE_CHOICES
+
+if TYPE_CHECKING:
+    from tidings.providers.base import ProviderAdapter
 
 # A worker's stop drains for one lease; past it by this much, it is stuck.
 STOP_OVERRUN_SECONDS = 10.0
@@ -47,10 +51,10 @@ def worker(
     from tidings.dispatch.minting import minters_from_env
     from tidings.dispatch.runner import Worker
     from tidings.dispatch.steps import WorkerConfig
-    from tidings.providers.routing import adapters_from_settings
 
-    stop = stop_on_signals()  # first: a SIGTERM during start-up is a clean stop too
     settings = Settings()
+    adapters = _configured_adapters(settings)  # waits for nothing: before the signals
+    stop = stop_on_signals()  # a SIGTERM during the rest of start-up is a clean stop too
     config = WorkerConfig(
         batch_size=batch_size,
         urgent_share=settings.urgent_share,
@@ -69,7 +73,7 @@ def worker(
     with open_tidings(url=url) as t:
         w = Worker(
             t.runtime,
-            adapters_from_settings(settings),
+            adapters,
             config=config,
             minters=minters_from_env(os.environ),
         )
@@ -90,6 +94,25 @@ def worker(
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def _configured_adapters(settings: Settings) -> dict[str, ProviderAdapter]:
+    """The worker's adapters, or one line saying which setting is missing
+    (its name, never a value) and exit 2: a configuration mistake, found
+    before waiting for the database."""
+    from tidings.providers.errors import ProviderConfigError
+    from tidings.providers.routing import adapters_from_settings
+
+    try:
+        return adapters_from_settings(settings)
+    except ProviderConfigError as exc:
+        errors.print(
+            f"error: {exc} (docs/providers.md; `tidings up` starts a simulator for you)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(2) from None
 
 
 def simulator(
