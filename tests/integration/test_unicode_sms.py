@@ -11,28 +11,13 @@ from typing import Any
 
 from tidings import IntentState, ManualClock, Tidings
 from tidings.policies import builtin_document
-from tidings.providers.simulator.core import SimulatorCore
-from tidings.providers.simulator.records import Reply
 
-from .dispatch_helpers import worker
+from .dispatch_helpers import Listening, worker
 
 # Cyrillic and an emoji: outside GSM-7, so the whole text travels as UCS-2.
 BODY = "Место в {{ class_name }} 🎉 до {{ deadline }}"
 FIXED_UNITS = len("Место в  🎉 до ") + 1  # the emoji is a surrogate pair: two units
 DEADLINE = "18:00"
-
-
-class Listening(SimulatorCore):
-    """The simulator, also keeping each send request it received in memory:
-    the test reads what reached the provider, never a body we stored."""
-
-    def __init__(self, clock: ManualClock) -> None:
-        super().__init__(clock=lambda: clock.now().timestamp())
-        self.received: list[dict[str, Any]] = []
-
-    def send(self, channel: str, payload: Any) -> Reply:
-        self.received.append(dict(payload))
-        return super().send(channel, payload)
 
 
 def class_name(units: int) -> str:
