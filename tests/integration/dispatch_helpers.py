@@ -10,6 +10,7 @@ from tidings.dispatch.steps import WorkerConfig
 from tidings.providers.outcomes import SendResult
 from tidings.providers.simulator.core import SimulatorCore
 from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
+from tidings.providers.simulator.records import Reply
 
 OFFER_BODY = "A spot opened in {{ class_name }}. Reply by {{ deadline }} to claim it."
 
@@ -19,6 +20,19 @@ def simulator(clock: ManualClock, **config: Any) -> SimulatorCore:
     if config:
         core.configure(config)
     return core
+
+
+class Listening(SimulatorCore):
+    """The simulator, also keeping each send request it received in memory:
+    a test reads what reached the provider, never a body we stored."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock=lambda: clock.now().timestamp())
+        self.received: list[dict[str, Any]] = []
+
+    def send(self, channel: str, payload: Any) -> Reply:
+        self.received.append(dict(payload))
+        return super().send(channel, payload)
 
 
 def worker(

@@ -114,6 +114,9 @@ def prepare(
             "intent_id": str(intent.id),
             "attempt_key": claimed.attempt_key,
             "correlation_id": intent.correlation_id or "",
+            # Chooses the provider's stream: Postmark's broadcast stream, the
+            # promotional SMS type of AWS and SNS (seed 003, R003.17).
+            "purpose": intent.purpose,
         },
         validity_seconds=None,
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 
+from tidings.dispatch.boundaries import intent_context
 from tidings.dispatch.feedback import learn
 from tidings.domain.attempts import STILL_OPEN
 from tidings.domain.errors import StaleTransition
@@ -114,21 +115,11 @@ def apply_observation(
     stored = observation_store.record(conn, row, matched=attempt is not None)
     if stored is None:
         return "duplicate"
-    effect = "unmatched"
+    effect, intent = "unmatched", None
     if attempt:
-        effect = _apply(conn, attempt, obs, now)
+        effect, intent = _apply(conn, attempt, obs, now)
         learn(conn, attempt, obs, now)
-    log.info(
-        "observation applied",
-        extra={
-            "provider": obs.provider,
-            "provider_message_id": obs.provider_message_id,
-            "status": obs.status.value,
-            "source": source,
-            "effect": effect,
-            "intent_id": str(attempt.intent_id) if attempt else None,
-        },
-    )
+    _log_applied(conn, obs, attempt, intent, source, effect)
     observation_store.note_effect(
         conn, tenant, row["intent_id"], stored["id"], effect, matched=attempt is not None
     )
@@ -143,7 +134,7 @@ def rematch(conn: Conn, provider: str, provider_message_id: str, now: datetime) 
         attempt = find_attempt(conn, obs, row["tenant_id"] or None)
         if attempt is None:
             continue
-        effect = _apply(conn, attempt, obs, now)
+        effect, _ = _apply(conn, attempt, obs, now)
         learn(conn, attempt, obs, now)
         observation_store.matched(
             conn,
@@ -171,16 +162,48 @@ def _from_row(row: dict[str, Any]) -> Observation:
     )
 
 
-def _apply(conn: Conn, attempt: Attempt, obs: Observation, now: datetime) -> str:
+def _log_applied(
+    conn: Conn,
+    obs: Observation,
+    attempt: Attempt | None,
+    intent: Intent | None,
+    source: str,
+    effect: str,
+) -> None:
+    """The receipt boundary (R002.10): a matched observation's line carries
+    its intent's fields, read here when applying it did not need them."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    if attempt is not None and intent is None:
+        intent = ledger.get_intent(conn, attempt.tenant_id, attempt.intent_id)
+    extra = {
+        "provider": obs.provider,
+        "provider_message_id": obs.provider_message_id,
+        "status": obs.status.value,
+        "source": source,
+        "effect": effect,
+    }
+    if intent is None:
+        log.info("observation applied", extra=extra)
+        return
+    key = attempt.attempt_key if attempt else None
+    with intent_context(intent, provider=obs.provider, attempt_key=key):
+        log.info("observation applied", extra=extra)
+
+
+def _apply(
+    conn: Conn, attempt: Attempt, obs: Observation, now: datetime
+) -> tuple[str, Intent | None]:
+    """The effect, and the intent when it was read to settle it."""
     target = _ATTEMPT_STATE.get(obs.status)
     if target is None or not attempt_advances(attempt.state, target):
-        return "no_change"
+        return "no_change", None
     _advance_attempt(conn, attempt, target, obs, now)
     at = obs.occurred_at or now
     ledger.touch_status(conn, attempt.tenant_id, attempt.intent_id, at)
     intent = ledger.get_intent(conn, attempt.tenant_id, attempt.intent_id)
     assert intent is not None
-    return settle_intent(conn, intent, attempt, target, obs, now)
+    return settle_intent(conn, intent, attempt, target, obs, now), intent
 
 
 def carry_settled_attempt(conn: Conn, intent: Intent, now: datetime) -> None:

@@ -24,6 +24,7 @@ import psycopg
 from tidings.dispatch import faults
 from tidings.dispatch.allowance import consume, spend_keys
 from tidings.dispatch.backoff import PauseKey, note_answers
+from tidings.dispatch.boundaries import intent_context
 from tidings.dispatch.call_start import CallStarts, Verdict, verdict_of
 from tidings.dispatch.claim import Claimed, ClaimRequest, claim_batch
 from tidings.dispatch.event_push import EventPusher
@@ -49,7 +50,6 @@ from tidings.dispatch.worker_config import WorkerConfig as WorkerConfig  # calle
 from tidings.jobs.prepare import prepare_next
 from tidings.observability.alerts import AlertSweeper
 from tidings.observability.process_metrics import record_call_withheld, record_claim
-from tidings.platform.logging import job_context, log_context
 from tidings.platform.outbound import AddressPolicy, OutboundClient
 from tidings.providers.accounts import Factory, ProviderAccounts, from_environment
 from tidings.providers.base import ProviderAdapter
@@ -147,6 +147,7 @@ class WorkerSteps:
             claimed = claim_row_by_row(
                 self.runtime.db, request, self.runtime.clock.now(), self.facts
             )
+        self._log_claimed(claimed)
         urgent = sum(1 for c in claimed if c.intent.job_id is None)
         record_claim(channel, time.monotonic() - started, urgent, len(claimed) - urgent)
         if claimed:
@@ -184,8 +185,12 @@ class WorkerSteps:
             return results
         for item, outcome in zip(sent, results, strict=True):
             if isinstance(item, Sent):
+                message_id = getattr(item.result, "provider_message_id", None)
                 with self._context(item.claimed):
-                    log.info("attempt recorded", extra={"intent_outcome": outcome})
+                    log.info(
+                        "attempt recorded",
+                        extra={"intent_outcome": outcome, "provider_message_id": message_id},
+                    )
         return results
 
     def _record_group(self, answers: list[Sent]) -> list[IntentOutcome]:
@@ -217,17 +222,16 @@ class WorkerSteps:
             self._inflight.difference_update(c.intent.id for c in claimed)
 
     def _context(self, claimed: Claimed) -> Any:
-        intent = claimed.intent
-        return log_context(
-            tenant_id=intent.tenant_id,
-            intent_id=str(intent.id),
-            correlation_id=intent.correlation_id,
-            channel=intent.channel,
-            template_revision=f"{intent.template_name}@{intent.template_revision}",
-            attempt_key=claimed.attempt_key,
-            provider=self.adapters[intent.channel].account,
-            **job_context(intent.job_id, intent.report_id, intent.report_revision),
-        )
+        provider = self.adapters[claimed.intent.channel].account
+        return intent_context(claimed.intent, provider=provider, attempt_key=claimed.attempt_key)
+
+    def _log_claimed(self, claimed: Sequence[Claimed]) -> None:
+        """The claim boundary, one line per intent (R002.10)."""
+        if not log.isEnabledFor(logging.INFO):  # spare each claim its log context
+            return
+        for item in claimed:
+            with self._context(item):
+                log.info("intent claimed", extra={"attempt": item.n})
 
     def _send(self, adapter: ProviderAdapter, claimed: Claimed) -> Sent | IntentOutcome:
         try:
