@@ -83,8 +83,18 @@ def create_or_replay(
             created, policy = _insert_current(conn, cache, tenant, request, row)
             if created is not None:
                 edge.admit(conn, policy, refuse=guarded)
-    except RequestLimited:
+    except RequestLimited as refused:
         edge.count_volume(conn)  # nothing of the create stands; the request counts
+        log.warning(
+            "request refused at the edge",
+            extra={
+                "tenant_id": tenant,
+                "event_class": request.event_class,
+                "code": refused.code,
+                "bound": refused.scope,
+                "actor": actor,
+            },
+        )
         raise
     except InvalidInput:
         # A key already used answers for its first request: with that intent
