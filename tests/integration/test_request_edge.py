@@ -178,3 +178,25 @@ def test_a_refusal_inside_the_callers_transaction_leaves_it_usable(
         assert refused.value.code == "REQUEST_LIMIT" and refused.value.retry_after >= 1
         t.notify(**reset_body(t, ordinary(4), "tx-other"), conn=conn)
     assert count(db_url, "intents") == PER_DESTINATION + 1
+
+
+def test_an_email_reset_is_bounded_per_address_and_the_refusal_is_logged(
+    tidings: Tidings, db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    t = tidings.for_tenant("game")
+    set_up_resets(t)
+    t.publish_template(
+        "password_reset", channel="email", subject="Reset", body="Code {{ code }}",
+        required_variables=["code"],
+    )  # fmt: skip
+    recipient = {"ref": "player-9", "email": "Player.Nine@example.org", "timezone": "UTC"}
+    for n in range(PER_DESTINATION):
+        t.notify(**reset_body(t, "", f"mail-{n}", channel="email", recipient=recipient))
+    over = reset_body(t, "", "mail-over", channel="email", recipient=recipient)
+    with caplog.at_level("WARNING", "tidings.intake.create"), pytest.raises(RequestLimited) as no:
+        t.notify(**over)
+    assert no.value.scope == "destination"
+    [record] = [r for r in caplog.records if r.getMessage() == "request refused at the edge"]
+    assert record.__dict__["bound"] == "destination" and record.__dict__["tenant_id"] == "game"
+    assert count(db_url, "intents") == PER_DESTINATION
+    assert _counters(db_url, "request_volume") == []  # an e-mail has no prefix to watch
