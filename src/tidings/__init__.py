@@ -9,6 +9,7 @@ from tidings.domain.errors import (
     IdempotencyConflict,
     InvalidInput,
     NotFound,
+    RequestLimited,
     StaleTransition,
     TidingsError,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "NotFound",
     "Page",
     "ProviderAdapter",
+    "RequestLimited",
     "StaleTransition",
     "SystemClock",
     "Tidings",

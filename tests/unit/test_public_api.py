@@ -20,6 +20,7 @@ PUBLIC_NAMES = {
     "NotFound",
     "Page",
     "ProviderAdapter",
+    "RequestLimited",
     "StaleTransition",
     "SystemClock",
     "Tidings",

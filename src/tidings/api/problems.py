@@ -27,6 +27,7 @@ from tidings.domain.errors import (
     InvalidLine,
     MissingVariables,
     NotFound,
+    RequestLimited,
     StaleTransition,
     TidingsError,
 )
@@ -67,6 +68,11 @@ class Problem(BaseModel):
         default=None,
         description="MISSING_VARIABLES: the template's required variables not given",
         examples=[["deadline"]],
+    )
+    scope: str | None = Field(
+        default=None,
+        description="REQUEST_LIMIT: the request bound that is full, `destination` or `prefix`",
+        examples=["prefix"],
     )
 
 
@@ -176,6 +182,10 @@ def from_domain_error(exc: TidingsError) -> JSONResponse:
     if isinstance(exc, ResolverBusy):
         retry = {"Retry-After": str(RETRY_AFTER_SECONDS)}
         return problem(429, exc.code, str(exc), headers=retry, field=exc.field)
+    if isinstance(exc, RequestLimited):
+        # Refused at the edge, nothing created: the bound's window says when.
+        retry = {"Retry-After": str(exc.retry_after)}
+        return problem(429, exc.code, str(exc), headers=retry, scope=exc.scope)
     if isinstance(exc, ResolveTimeout):
         return problem(504, exc.code, str(exc), field=exc.field)
     if isinstance(exc, AlreadyTerminal):

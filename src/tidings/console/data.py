@@ -15,12 +15,14 @@ from uuid import UUID
 
 import psycopg
 
+from tidings.domain.errors import PolicyUnreadable
 from tidings.domain.intent import Intent, TimelineEntry
 from tidings.domain.job_status import derived_status
 from tidings.domain.redaction import redact_value
+from tidings.domain.spend_breakers import SpendBreaker, breaker_keys, breakers
 from tidings.domain.state_words import state_note
 from tidings.domain.states import TERMINAL_INTENT
-from tidings.store import console_reads, controls, job_counts, ledger
+from tidings.store import console_reads, controls, job_counts, ledger, policies
 from tidings.store.database import Row
 
 Conn = psycopg.Connection[Any]
@@ -56,6 +58,7 @@ class Overview:
     controls: list[Row]
     oldest: list[Row]
     series: Series
+    spend: list[SpendBreaker] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -122,7 +125,22 @@ def overview(conn: Conn, tenant: str, now: datetime) -> Overview:
         controls=controls.controls_of(conn, tenant),
         oldest=console_reads.oldest(conn, tenant, limit=10),
         series=state_series(conn, tenant, now, counts),
+        spend=spend_breakers(conn, tenant, now),
     )
+
+
+def spend_breakers(conn: Conn, tenant: str, now: datetime) -> list[SpendBreaker]:
+    """The current policy's per-country spend breakers in their windows;
+    none when no policy (or no readable one) is published."""
+    try:
+        policy = policies.current(conn, tenant)
+    except PolicyUnreadable:  # the alerts say so; the page still shows the rest
+        return []
+    if policy is None:
+        return []
+    windows = [(key.key, key.window_start(now)) for _, _, key in breaker_keys(policy)]
+    used = console_reads.spend_used(conn, tenant, windows) if windows else {}
+    return breakers(policy, now, used)
 
 
 def state_series(conn: Conn, tenant: str, now: datetime, current: dict[str, int]) -> Series:

@@ -156,6 +156,7 @@ def codes_reference() -> str:
         "NotFound": "404",
         "Conflict": "409",
         "StaleTransition": "409",
+        "RequestLimited": "429",
     }
     for cls in subclasses(errors.TidingsError):
         status = next((statuses[b.__name__] for b in cls.__mro__ if b.__name__ in statuses), "400")

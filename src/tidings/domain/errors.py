@@ -9,6 +9,7 @@ TidingsError
 │   ├── IdempotencyConflict the key was used with a different body
 │   ├── AlreadyTerminal     the intent is finished; it cannot change
 │   └── AudienceUploadUsed  another job already froze this uploaded audience
+├── RequestLimited          a user-triggered class's request bound is full (429)
 └── StaleTransition         someone else moved the intent first
 """
 
@@ -113,6 +114,24 @@ class AlreadyTerminal(Conflict):
 
 class AudienceUploadUsed(Conflict):
     code = "AUDIENCE_UPLOAD_USED"
+
+
+class RequestLimited(TidingsError):
+    """A create of a user-triggered event class over one of its policy's
+    request bounds (domain/request_limits.py): refused at the edge, nothing
+    created or sent. `scope` names the bound (`destination` or `prefix`);
+    `retry_after` is the whole seconds until its window ends."""
+
+    code = "REQUEST_LIMIT"
+
+    def __init__(self, event_class: str, scope: str, retry_after: int) -> None:
+        super().__init__(
+            f"too many {event_class} requests to this {scope} in the policy's window; "
+            f"nothing was created (retry after {retry_after} s)"
+        )
+        self.event_class = event_class
+        self.scope = scope
+        self.retry_after = retry_after
 
 
 class StaleTransition(TidingsError):

@@ -33,7 +33,7 @@ def limit_keys(
         "provider_account": provider_account,
     }
     keys = [_rate_key(rule, channel, values[rule.scope]) for rule in policy.rate_limits]
-    keys.append(_spend_key(policy, channel, country, segments))
+    keys.append(spend_key(policy, channel, country, segments))
     return [k for k in keys if k is not None]
 
 
@@ -44,7 +44,7 @@ def _rate_key(rule: RateLimitRule, channel: str, value: str | None) -> LimitKey 
     return LimitKey(rule.scope, key, rule.limit, rule.per_seconds, 1)
 
 
-def _spend_key(policy: Policy, channel: str, country: str | None, segments: int) -> LimitKey | None:
+def spend_key(policy: Policy, channel: str, country: str | None, segments: int) -> LimitKey | None:
     spend = policy.country_spend_limits.get(channel, {}).get(country or "")
     if spend is None:
         return None

@@ -31,6 +31,7 @@ from tidings.domain.policy_fields import fields as _fields
 from tidings.domain.policy_fields import integer as _int
 from tidings.domain.policy_fields import number as _number
 from tidings.domain.policy_fields import obj as _obj
+from tidings.domain.request_limits import UserTriggered, parse_user_triggered
 from tidings.domain.schedules import (
     PollSchedule,
     RetryConfig,
@@ -97,6 +98,8 @@ class Policy:
     frequency_caps: tuple[FrequencyCap, ...] = ()
     rate_limits: tuple[RateLimitRule, ...] = ()
     country_spend_limits: Mapping[str, Mapping[str, SpendLimit]] = field(default_factory=dict)
+    # Event classes a user's request triggers, bounded at create time.
+    user_triggered: Mapping[str, UserTriggered] = field(default_factory=dict)
     description: str = ""
 
 
@@ -117,7 +120,14 @@ _REQUIRED: Final = frozenset(
     }
 )
 _OPTIONAL: Final = frozenset(
-    {"description", "send_windows", "frequency_caps", "rate_limits", "country_spend_limits"}
+    {
+        "description",
+        "send_windows",
+        "frequency_caps",
+        "rate_limits",
+        "country_spend_limits",
+        "user_triggered",
+    }
 )
 
 
@@ -137,6 +147,7 @@ def parse_policy(doc: Mapping[str, Any]) -> Policy:
         frequency_caps=_caps(d.get("frequency_caps", [])),
         rate_limits=tuple(_rate_limit(r, f"rate_limits[{i}]") for i, r in _items(d, "rate_limits")),
         country_spend_limits=_spend_limits(d.get("country_spend_limits", {})),
+        user_triggered=parse_user_triggered(d.get("user_triggered", {})),
     )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -27,6 +28,7 @@ from tidings.domain.errors import (
     IdempotencyConflict,
     InvalidInput,
     MissingVariables,
+    RequestLimited,
     StaleTransition,
 )
 from tidings.domain.ids import uuid7
@@ -34,6 +36,7 @@ from tidings.domain.intent import Intent
 from tidings.domain.policy_document import Policy
 from tidings.domain.states import IntentState
 from tidings.intake.cache import Candidates, IntakeCache, Remembered, TemplateKey
+from tidings.intake.edge import Edge
 from tidings.intake.request import IntentRequest
 from tidings.platform.vault import Vault
 from tidings.store import ledger, templates
@@ -80,8 +83,28 @@ def create_or_replay(
         row["id"] = intent_id
     row["ciphertext"] = vault.encrypt(recipient.destination)
     row["notify"] = wake is None
+    # A user-triggered class spends its request bounds with the insert, in
+    # one transaction a refusal rolls back whole (intake/edge.py).
+    edge = Edge(tenant, request, reference, now)
+    guarded = edge.may_bound(cache.recall(tenant, _template_key(request)))
     try:
-        created = _insert_current(conn, cache, tenant, request, row)
+        with conn.transaction() if guarded else nullcontext():
+            created, policy = _insert_current(conn, cache, tenant, request, row)
+            if created is not None:
+                edge.admit(conn, policy, refuse=guarded)
+    except RequestLimited as refused:
+        edge.count_volume(conn)  # nothing of the create stands; the request counts
+        log.warning(
+            "request refused at the edge",
+            extra={
+                "tenant_id": tenant,
+                "event_class": request.event_class,
+                "code": refused.code,
+                "bound": refused.scope,
+                "actor": actor,
+            },
+        )
+        raise
     except InvalidInput:
         # A key already used answers for its first request: with that intent
         # (a replay) or as a conflict, never as a template error.
@@ -125,18 +148,19 @@ def _insert_current(
     tenant: str,
     request: IntentRequest,
     row: dict[str, Any],
-) -> Intent | None:
+) -> tuple[Intent | None, Policy | None]:
     """Insert under the policy version and template revision current at the
     insert: first as the cache remembers them, which saves a read per create
     (docs/benchmarks.md, "Measurements behind the code"); when the insert
-    finds that stale, as read again. None when the key is taken."""
+    finds that stale, as read again. The intent, None when the key is
+    taken, and the policy it was inserted under."""
     choice = _recalled(cache, tenant, request)
     for _ in range(INSERTS_PER_CREATE):
         if choice is None:
             choice = _choose(_read(conn, cache, tenant, request), request)
         insert = ledger.create_intent(conn, _chosen(row, choice, request))
         if insert.current:
-            return insert.intent
+            return insert.intent, choice.policy
         choice = None
     raise StaleTransition("templates or policies kept changing during the create; nothing created")
 

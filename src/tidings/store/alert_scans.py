@@ -62,3 +62,13 @@ def provider_paused(conn: Conn, now: datetime) -> list[Row]:
     """Per tenant, account and channel: unsent intents a provider pause or a
     tenant's own back-off holds."""
     return fetch_all(conn, "alert_provider_paused", {"now": now})
+
+
+def request_volume(
+    conn: Conn, current: datetime, previous: datetime, baseline_from: datetime
+) -> list[Row]:
+    """Per tenant and volume key of the request edge: the counts of the
+    `current` and `previous` windows and the sum from `baseline_from` up to
+    `previous`; only keys with requests in the last two windows."""
+    params = {"current": current, "previous": previous, "baseline_from": baseline_from}
+    return fetch_all(conn, "alert_request_volume", params)

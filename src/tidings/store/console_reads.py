@@ -69,6 +69,19 @@ def recent_jobs(conn: Conn, tenant: str, limit: int) -> list[dict[str, Any]]:
     return [r["job"] for r in rows]
 
 
+def spend_used(
+    conn: Conn, tenant: str, windows: list[tuple[str, datetime]]
+) -> dict[tuple[str, datetime], int]:
+    """Segments spent per (country spend key, window start) asked for."""
+    params = {
+        "tenant_id": tenant,
+        "keys": [k for k, _ in windows],
+        "windows": [w for _, w in windows],
+    }
+    rows = fetch_all(conn, "console_spend_used", params)
+    return {(r["key"], r["window_start"]): r["used"] for r in rows}
+
+
 def event_classes(conn: Conn, tenant: str) -> list[Row]:
     """`event_class, channel, state, n, first_at, last_at`."""
     return fetch_all(conn, "console_event_classes", {"tenant_id": tenant})

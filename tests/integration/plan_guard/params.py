@@ -90,6 +90,13 @@ DEFAULTS: dict[str, Any] = {
     "before": NOW,
     "lock": 1,
     "key": 1,
+    # The request edge's volume windows (alert_request_volume) and the
+    # spend breakers' counters (console_spend_used).
+    "current": NOW,
+    "previous": NOW - timedelta(hours=1),
+    "baseline_from": NOW - timedelta(hours=25),
+    "keys": ["country_spend:sms:86400s:DE"],
+    "windows": [NOW - timedelta(hours=12)],
 }
 
 # Where a query's own parameters mean something else than the default.

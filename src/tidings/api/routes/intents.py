@@ -48,6 +48,13 @@ MISSING_VARIABLES_EXAMPLE = {
                 "description": "Invalid input, or required variables missing; nothing created",
                 "content": {"application/json": {"example": MISSING_VARIABLES_EXAMPLE}},
             },
+            429: {
+                "model": Problem,
+                "description": (
+                    "The tenant's request rate, or (`REQUEST_LIMIT`) a request bound of a "
+                    "user-triggered event class; nothing created; retry after `Retry-After`"
+                ),
+            },
         },
     ),
     summary="Record an intent to notify; a replayed key returns the first",

@@ -31,6 +31,11 @@ batch finishing:
   what became of it. Never resent blind, so a person must decide; a page
   from the affected volume up, a warning below it. Such intents also keep
   the unreconciled alert open for the window: giving up clears nothing.
+* ``request_anomaly:<event_class>:<country|prefix>:<value>``: requests of a
+  user-triggered class to a country or number prefix in the last hour,
+  refused ones included, jumped against that country's or prefix's own
+  baseline (SMS pumping; requests.py). A page from
+  ``TIDINGS_ALERT_REQUEST_PAGE_REQUESTS`` up, a warning below it.
 
 A warning needs age only, so someone can look before the objective is
 spent. A page needs age AND affected volume: a single slow receipt that
@@ -60,6 +65,7 @@ import psycopg
 
 from tidings.domain.ids import uuid7
 from tidings.observability.alerts.config import AlertConfig
+from tidings.observability.alerts.requests import evaluate_requests
 from tidings.observability.alerts.retries import evaluate_retries
 from tidings.observability.alerts.rules import Alert, Conn, evaluate
 from tidings.observability.alerts.webhook import AlertWebhook, deliver_pending
@@ -78,7 +84,11 @@ ROUND_SPACING = 20.0
 
 
 def every_condition(conn: Conn, now: datetime, config: AlertConfig) -> list[Alert]:
-    return [*evaluate(conn, now, config), *evaluate_retries(conn, now, config)]
+    return [
+        *evaluate(conn, now, config),
+        *evaluate_retries(conn, now, config),
+        *evaluate_requests(conn, now, config),
+    ]
 
 
 @dataclass

@@ -59,6 +59,13 @@ class AlertConfig:
     # An unsent intent retried this many times after retryable provider
     # failures opens `provider_retrying` (it ends at retry.max_failures).
     retry_warn_failures: int = 3
+    # `request_anomaly` (SMS pumping, observability/alerts/requests.py): a
+    # country's or prefix's requests of a user-triggered class in the last
+    # hour, at least `request_floor` of them and `request_factor` times its
+    # baseline per hour; a page from `request_page_requests` up.
+    request_floor: int = 30
+    request_factor: float = 5.0
+    request_page_requests: int = 300
 
     def objective_for(self, event_class: str, channel: str) -> Objective:
         return (
@@ -103,6 +110,9 @@ class AlertConfig:
             webhook_timeout_seconds=num("WEBHOOK_TIMEOUT_SECONDS", base.webhook_timeout_seconds),
             webhook_attempts=int(num("WEBHOOK_ATTEMPTS", base.webhook_attempts)),
             retry_warn_failures=int(num("RETRY_WARN_FAILURES", base.retry_warn_failures)),
+            request_floor=int(num("REQUEST_FLOOR", base.request_floor)),
+            request_factor=num("REQUEST_FACTOR", base.request_factor),
+            request_page_requests=int(num("REQUEST_PAGE_REQUESTS", base.request_page_requests)),
         )
 
 

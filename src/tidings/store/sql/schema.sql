@@ -1058,3 +1058,7 @@ CREATE INDEX intents_listing_state ON intents (tenant_id, state, created_at, id)
     WHERE state IN ('pending', 'sending', 'accepted', 'resend_due', 'reconciling');
 CREATE INDEX intents_listing_correlation ON intents (tenant_id, correlation_id, created_at, id)
     WHERE correlation_id IS NOT NULL;
+-- The request edge's hourly volume (0036, domain/request_limits.py): the
+-- anomaly alert reads a day of these rows, never the claims' counters.
+CREATE INDEX rate_counters_request_volume ON rate_counters (window_start)
+    WHERE scope = 'request_volume';

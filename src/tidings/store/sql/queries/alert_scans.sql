@@ -252,3 +252,20 @@ SELECT tenant_id, count(*) AS n, max(at) AS latest_at,
        (array_agg(sample ORDER BY at DESC))[1:5] AS samples
 FROM q
 GROUP BY tenant_id;
+
+-- name: alert_request_volume
+-- The request edge's hourly volume per tenant and key (class, country and
+-- prefix: domain/request_limits.py), for keys with requests this window or
+-- the one before: this window's count, the previous one's, and the sum of
+-- the baseline windows before it. Read through rate_counters_request_volume
+-- (0036): a day of volume rows, never the claims' counters.
+SELECT tenant_id, key,
+       coalesce(sum(used) FILTER (WHERE window_start = %(current)s), 0)::bigint AS current,
+       coalesce(sum(used) FILTER (WHERE window_start = %(previous)s), 0)::bigint AS previous,
+       coalesce(sum(used) FILTER (WHERE window_start < %(previous)s), 0)::bigint
+           AS baseline_total
+FROM rate_counters
+WHERE scope = 'request_volume' AND window_start >= %(baseline_from)s
+  AND window_start <= %(current)s
+GROUP BY tenant_id, key
+HAVING coalesce(sum(used) FILTER (WHERE window_start >= %(previous)s), 0) > 0;

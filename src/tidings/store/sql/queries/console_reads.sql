@@ -89,3 +89,12 @@ FROM observations o
 JOIN attempts a ON a.tenant_id = o.tenant_id AND a.intent_id = o.intent_id AND a.n = o.attempt_n
 WHERE o.tenant_id = %(tenant_id)s AND o.source IN ('poll', 'lookup', 'webhook')
 GROUP BY a.channel;
+
+-- name: console_spend_used
+-- What the tenant's country spend breakers have spent in their current
+-- windows: one counter row per (key, window) by the primary key.
+SELECT c.key, c.window_start, c.used
+FROM unnest(%(keys)s::text[], %(windows)s::timestamptz[]) AS w (key, window_start)
+JOIN rate_counters c
+  ON c.tenant_id = %(tenant_id)s AND c.scope = 'country_spend'
+ AND c.key = w.key AND c.window_start = w.window_start;
