@@ -34,8 +34,7 @@ def test_claims_that_would_expire_before_their_turn_go_back_unsent(
     assert len(kept) == 1
     with psycopg.connect(db_url) as conn:
         rows = conn.execute(
-            "SELECT state, decision_code, next_due_at FROM intents WHERE id = ANY(%s) "
-            "AND id <> %s",
+            "SELECT state, decision_code, next_due_at FROM intents WHERE id = ANY(%s) AND id <> %s",
             (ids, kept[0].intent.id),
         ).fetchall()
     assert len(rows) == 5

@@ -6,6 +6,7 @@ import tidings
 from tidings.providers.base import ProviderAdapter
 
 PUBLIC_NAMES = {
+    "AlreadyLifted",
     "AlreadyTerminal",
     "Attempt",
     "AttemptState",
@@ -21,6 +22,7 @@ PUBLIC_NAMES = {
     "Page",
     "ProviderAdapter",
     "StaleTransition",
+    "Suppression",
     "SystemClock",
     "Tidings",
     "TidingsError",

@@ -216,6 +216,15 @@ def block_observed(
     return fetch_one(conn, "suppress_observed", params | {"reason": reason}) is not None
 
 
+def lift_suppression(
+    conn: Conn, tenant: str, suppression_id: Any, why: str, actor: str, now: datetime
+) -> bool:
+    """Lift one active suppression, keeping it and its evidence with who
+    lifted it, when and why; False when this tenant has no such active one."""
+    params = {"tenant_id": tenant, "id": suppression_id, "why": why, "actor": actor, "now": now}
+    return fetch_one(conn, "lift_suppression", params) is not None
+
+
 def receipt_blocks(conn: Conn, tenant: str) -> list[dict[str, Any]]:
     """Blocks that receipts wrote: kind (opt_out, complaint, hard_bounce), provider, count."""
     return fetch_all(conn, "receipt_blocks", {"tenant_id": tenant})

@@ -89,3 +89,21 @@ UNION ALL
 SELECT reason, provider, count(*) FROM suppressions
 WHERE tenant_id = %(tenant_id)s AND provider IS NOT NULL GROUP BY reason, provider
 ORDER BY 1, 2;
+
+-- name: lift_suppression
+-- An operator lifts one suppression (0035): the row moves, its evidence
+-- with it, to suppression_lifts with who, when and why, in one statement,
+-- so no reader sees the address both suppressed and lifted, or neither.
+-- No row: no such active suppression in this tenant (unknown, or lifted).
+WITH lifted AS (
+    DELETE FROM suppressions
+    WHERE tenant_id = %(tenant_id)s AND id = %(id)s
+    RETURNING *
+)
+INSERT INTO suppression_lifts (tenant_id, id, channel, destination_hash, reason, created_at,
+                               provider, intent_id, attempt_n, raw_status,
+                               lifted_at, lifted_by, lift_reason)
+SELECT tenant_id, id, channel, destination_hash, reason, created_at,
+       provider, intent_id, attempt_n, raw_status, %(now)s, %(actor)s, %(why)s
+FROM lifted
+RETURNING id;
