@@ -11,15 +11,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from psycopg.types.json import Jsonb
 from typer.testing import CliRunner
 
-from tests.conftest import TEST_SECRET
+from tests.conftest import TEST_SECRET, publish_example_policy
 from tidings import IntentState, ManualClock, Tidings
 from tidings.cli.main import app
 from tidings.domain.errors import AlreadyLifted, InvalidInput, NotFound
 from tidings.store import contacts
+from tidings.store.migrate import _apply_if_pending, available, migrate
 
 from .api_support import EMAIL, PHONE, TENANT, auth, client, is_problem, new_key
 from .dispatch_helpers import offer, publish_offer_template, sends, simulator, worker
@@ -36,7 +39,7 @@ def _old_rule_rows(t: Tidings) -> tuple[str, str]:
     t._ensure_tenant()
     with t.db.transaction() as conn:
         contacts.suppress(conn, t.tenant, "sms", phone, "invalid", now)
-        evidence = contacts.Evidence("postmark", None, 1, "Blocked")
+        evidence = contacts.Evidence("postmark", None, 1, "Bounce:Blocked")
         contacts.block_observed(conn, t.tenant, "email", mail, "hard_bounce", evidence, now)
     return phone, mail
 
@@ -92,7 +95,7 @@ def test_the_old_rules_rows_are_found_by_filter_and_lifted(
     [invalid] = _items(api.get("/v1/suppressions", params={"reason": "invalid"}))
     assert invalid["provider"] is None and invalid["intent_id"] is None  # no evidence kept then
     [blocked] = _items(api.get("/v1/suppressions", params={"provider": "postmark"}))
-    assert (blocked["reason"], blocked["raw_status"]) == ("hard_bounce", "Blocked")
+    assert (blocked["reason"], blocked["raw_status"]) == ("hard_bounce", "Bounce:Blocked")
     assert blocked["channel"] == "email" and blocked["state"] == "active"
     recent = _items(api.get("/v1/suppressions", params={"since": later.isoformat()}))
     assert [s["reason"] for s in recent] == ["operator"]
@@ -178,7 +181,9 @@ def test_the_cli_lists_and_lifts(
     assert listed.exit_code == 0, listed.output
     [row] = json.loads(listed.output)["items"]
     plain = CliRunner().invoke(app, ["suppressions", "list", "--provider", "postmark"])
-    assert plain.exit_code == 0 and "hard_bounce" in plain.output and "Blocked" in plain.output
+    assert (
+        plain.exit_code == 0 and "hard_bounce" in plain.output and "Bounce:Blocked" in plain.output
+    )
     lift = ["suppressions", "lift", row["id"], "--reason", "wrong rule (issue 37)"]
     done = CliRunner().invoke(app, lift)
     assert done.exit_code == 0, done.output
@@ -186,3 +191,48 @@ def test_the_cli_lists_and_lifts(
     assert gone.lifted_by == "cli" and gone.lift_reason == "wrong rule (issue 37)"
     twice = CliRunner().invoke(app, lift)
     assert twice.exit_code == 1 and "already lifted" in twice.output
+
+
+def test_the_upgrade_finds_the_evidence_of_old_send_time_suppressions(
+    fresh_db: str, clock: ManualClock
+) -> None:
+    # A database as it was before 0035, whose send-time rejection wrote an
+    # `invalid` suppression without evidence, as the old rule did.
+    with psycopg.connect(fresh_db, autocommit=True) as conn:
+        for migration in available():
+            if migration.version < 35:
+                with conn.transaction():
+                    _apply_if_pending(conn, migration)
+    t = Tidings(fresh_db, clock=clock, secret_key=TEST_SECRET)
+    try:
+        publish_example_policy(t)
+        publish_offer_template(t)
+        make, _ = RECIPIENT_LEVEL["vonage 6 (unrecognised number prefix)"]
+        core = simulator(clock)
+        first = offer(t, 1)
+        worker(t, core, adapter=RefusesOnce(core, make())).dispatch_once()
+        with t.db.transaction() as conn:
+            conn.execute(
+                "UPDATE suppressions SET provider = NULL, intent_id = NULL,"
+                " attempt_n = NULL, raw_status = NULL"
+            )
+            # A Postmark `Blocked` bounce receipt, kept as a hard bounce whose
+            # raw status said only `Bounce`.
+            conn.execute(
+                "INSERT INTO observations (tenant_id, provider, dedupe_key, intent_id,"
+                " attempt_n, status, code, raw_status, source, received_at, raw)"
+                " VALUES (%s, 'postmark', 'b1', %s, 1, 'failed', 'BOUNCED', 'Bounce',"
+                " 'webhook', now(), %s)",
+                (t.tenant, first.id, Jsonb({"RecordType": "Bounce", "Type": "Blocked"})),
+            )
+            evidence = contacts.Evidence("postmark", first.id, 1, "Bounce")
+            now = clock.now()
+            contacts.block_observed(conn, t.tenant, "email", "eh1", "hard_bounce", evidence, now)
+        migrate(fresh_db)  # 0035
+        [found] = t.list_suppressions(reason="invalid").items
+        assert (found.intent_id, found.attempt_n, found.provider) == (first.id, 1, "simulator")
+        assert found.raw_status  # the provider's answer the attempt kept
+        [blocked] = t.list_suppressions(provider="postmark").items
+        assert blocked.raw_status == "Bounce:Blocked"
+    finally:
+        t.close()

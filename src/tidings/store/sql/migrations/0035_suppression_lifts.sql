@@ -37,3 +37,31 @@ CREATE TABLE suppression_lifts (
     PRIMARY KEY (tenant_id, id)
 );
 CREATE INDEX suppression_lifts_listing ON suppression_lifts (tenant_id, created_at, id);
+
+-- Suppressions a send-time rejection wrote before this migration kept no
+-- evidence, so the ones the old rule wrote (docs/providers.md, migration
+-- notes) could not be told from a real non-existent address. Where the
+-- attempt that wrote one is still kept (a failed attempt to that
+-- destination, settled at the very moment the suppression was written),
+-- its provider, intent and attempt are filled in, and as raw status the
+-- provider's own answer (0022) or else the attempt's code. Once, at upgrade.
+UPDATE suppressions s
+SET provider = a.provider, intent_id = a.intent_id, attempt_n = a.n,
+    raw_status = left(coalesce(a.response_body, a.code), 200)
+FROM intents i
+JOIN attempts a ON a.tenant_id = i.tenant_id AND a.intent_id = i.id
+WHERE s.reason = 'invalid' AND s.provider IS NULL AND s.intent_id IS NULL
+  AND i.tenant_id = s.tenant_id AND i.channel = s.channel
+  AND i.destination_hash = s.destination_hash
+  AND a.state = 'failed' AND a.terminal_at = s.created_at;
+
+-- A Postmark bounce receipt kept only its record type (`Bounce`) as raw
+-- status, so a `Blocked` bounce the old rule took for a hard bounce could
+-- not be told from a HardBounce. The bounce's Type, from the receipt kept
+-- with the attempt, is added (`Bounce:Blocked`), as receipts now write it.
+UPDATE suppressions s
+SET raw_status = left(s.raw_status || ':' || (o.raw ->> 'Type'), 200)
+FROM observations o
+WHERE s.provider = 'postmark' AND s.raw_status = 'Bounce'
+  AND o.tenant_id = s.tenant_id AND o.intent_id = s.intent_id AND o.attempt_n = s.attempt_n
+  AND o.provider = 'postmark' AND o.raw_status = 'Bounce' AND o.raw ->> 'Type' IS NOT NULL;
