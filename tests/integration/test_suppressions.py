@@ -189,6 +189,9 @@ def test_the_cli_lists_and_lifts(
     assert done.exit_code == 0, done.output
     [gone] = tidings.list_suppressions(lifted=True).items
     assert gone.lifted_by == "cli" and gone.lift_reason == "wrong rule (issue 37)"
+    shown = CliRunner().invoke(app, ["suppressions", "show", row["id"], "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["state"] == "lifted"
     twice = CliRunner().invoke(app, lift)
     assert twice.exit_code == 1 and "already lifted" in twice.output
 

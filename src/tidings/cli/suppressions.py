@@ -1,4 +1,4 @@
-"""`tidings suppressions list|lift`: review suppressions with their evidence
+"""`tidings suppressions list|show|lift`: review suppressions with their evidence
 and lift one, saying why (docs/providers.md, "Reviewing and lifting
 suppressions"). `--json` prints what GET /v1/suppressions answers."""
 
@@ -12,7 +12,7 @@ import typer
 from tidings.cli.common import console, errors, open_tidings
 from tidings.domain.suppressions import Suppression
 
-suppressions_app = typer.Typer(help="Suppressions: list, lift.", no_args_is_help=True)
+suppressions_app = typer.Typer(help="Suppressions: list, show, lift.", no_args_is_help=True)
 
 Tenant = Annotated[str | None, typer.Option(help="The tenant (default: TIDINGS_TENANT)")]
 
@@ -57,6 +57,29 @@ def list_suppressions(
         console.print(_line(s), soft_wrap=True, markup=False, highlight=False)
     if page.next_cursor:
         console.print(f"more: --cursor {page.next_cursor}", soft_wrap=True, markup=False)
+
+
+@suppressions_app.command("show")
+def show(
+    suppression: Annotated[str, typer.Argument(help="The suppression id")],
+    tenant: Tenant = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the API's JSON")] = False,
+) -> None:
+    """One suppression, active or lifted, with its evidence. Exit 1 when the
+    id is unknown."""
+    from tidings.api.schemas.suppressions import SuppressionOut
+    from tidings.domain.errors import NotFound
+
+    with open_tidings(tenant) as t:
+        try:
+            found = t.suppression(suppression)
+        except NotFound as exc:
+            errors.print(f"error: {exc}", soft_wrap=True, markup=False, highlight=False)
+            raise typer.Exit(1) from None
+    if as_json:
+        print(json.dumps(SuppressionOut.of(found).model_dump(mode="json"), indent=2))
+    else:
+        console.print(_line(found), soft_wrap=True, markup=False, highlight=False)
 
 
 @suppressions_app.command("lift")

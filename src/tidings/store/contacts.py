@@ -199,8 +199,9 @@ def block_observed(
     evidence: Evidence,
     now: datetime,
 ) -> bool:
-    """An opt-out (`reason` None) or a suppression a receipt proved; True
-    when it is new (the first evidence for an address is the one kept)."""
+    """An opt-out (`reason` None) or a suppression a receipt or a send's
+    rejection proved; True when it is new (the first evidence for an
+    address is the one kept)."""
     params = {
         "tenant_id": tenant,
         "channel": channel,

@@ -21,9 +21,13 @@ def list_suppressions(
     conn: Conn, tenant_id: str, which: SuppressionFilter, after: Cursor | None, size: int
 ) -> Page[Suppression]:
     # One row more than the page says whether another page follows.
-    params = {**asdict(which), "tenant_id": tenant_id, "limit": size + 1}
-    params |= {"after_at": after.created_at if after else None}
-    params |= {"after_id": after.id if after else None}
+    params: dict[str, Any] = {
+        **asdict(which),
+        "tenant_id": tenant_id,
+        "after_at": after.created_at if after else None,
+        "after_id": after.id if after else None,
+        "limit": size + 1,
+    }
     query = "list_suppression_lifts" if which.lifted else "list_suppressions"
     rows = fetch_all(conn, query, params)
     items = [Suppression.from_row(row) for row in rows[:size]]

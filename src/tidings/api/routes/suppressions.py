@@ -11,7 +11,7 @@ from fastapi import APIRouter, Path, Query
 
 from tidings.api.auth import Admin, Reader
 from tidings.api.openapi import NOT_FOUND, responses
-from tidings.api.schemas.common import Text
+from tidings.api.schemas.common import ChannelName, Text
 from tidings.api.schemas.suppressions import Reason, SuppressionOut, SuppressionPageOut
 from tidings.domain.listing import DEFAULT_PAGE, MAX_PAGE
 from tidings.domain.suppressions import MOST_LIFT_REASON
@@ -30,7 +30,7 @@ def list_suppressions(
     caller: Reader,
     reason: Reason | None = None,
     provider: Annotated[Text | None, Query(max_length=64)] = None,
-    channel: Annotated[str | None, Query(pattern="^(sms|email)$")] = None,
+    channel: ChannelName | None = None,
     since: Annotated[datetime | None, Query(description="Created at or after, with offset")] = None,
     lifted: Annotated[bool, Query(description="List the lifted suppressions instead")] = False,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,

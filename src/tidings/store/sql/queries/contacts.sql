@@ -73,7 +73,8 @@ ON CONFLICT (tenant_id, channel, destination_hash) DO NOTHING
 RETURNING created_at;
 
 -- name: suppress_observed
--- A provider's receipt reported a spam complaint or a hard bounce.
+-- A provider's receipt reported a spam complaint or a hard bounce, or its
+-- answer to a send said the address does not exist (`invalid`).
 INSERT INTO suppressions (tenant_id, channel, destination_hash, reason, created_at,
                           provider, intent_id, attempt_n, raw_status)
 VALUES (%(tenant_id)s, %(channel)s, %(destination_hash)s, %(reason)s, %(now)s,
