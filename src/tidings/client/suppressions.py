@@ -8,13 +8,15 @@ from datetime import datetime
 from uuid import UUID
 
 from tidings.client.base import ClientBase
-from tidings.domain.errors import AlreadyLifted, NotFound
+from tidings.domain.errors import AlreadyLifted, InvalidInput, NotFound
 from tidings.domain.listing import Cursor, Page, page_size
 from tidings.domain.storable import check_text
 from tidings.domain.suppressions import Suppression, SuppressionFilter, lift_reason
 from tidings.store import contacts, suppression_listing
 
 __all__ = ["Suppression", "SuppressionMethods"]
+
+MOST_ACTOR = 200  # suppression_lifts.lifted_by
 
 
 class SuppressionMethods(ClientBase):
@@ -57,7 +59,8 @@ class SuppressionMethods(ClientBase):
         lifted before."""
         wanted = _suppression_id(suppression_id)
         why = lift_reason(reason)
-        check_text("actor", actor)
+        if len(check_text("actor", actor)) > MOST_ACTOR:
+            raise InvalidInput("actor", f"at most {MOST_ACTOR} characters")
         with self.db.transaction() as conn:
             now = self.clock.now()
             if not contacts.lift_suppression(conn, self.tenant, wanted, why, actor, now):
