@@ -3,6 +3,7 @@
 from tidings.client import Tidings
 from tidings.domain.clock import Clock, ManualClock, SystemClock
 from tidings.domain.errors import (
+    AlreadyLifted,
     AlreadyTerminal,
     AudienceUploadUsed,
     Conflict,
@@ -16,9 +17,11 @@ from tidings.domain.errors import (
 from tidings.domain.intent import Attempt, Intent, TimelineEntry
 from tidings.domain.listing import Page
 from tidings.domain.states import AttemptState, IntentState
+from tidings.domain.suppressions import Suppression
 from tidings.providers.base import ProviderAdapter
 
 __all__ = [
+    "AlreadyLifted",
     "AlreadyTerminal",
     "Attempt",
     "AttemptState",
@@ -35,6 +38,7 @@ __all__ = [
     "ProviderAdapter",
     "RequestLimited",
     "StaleTransition",
+    "Suppression",
     "SystemClock",
     "Tidings",
     "TidingsError",

@@ -6,6 +6,7 @@ import tidings
 from tidings.providers.base import ProviderAdapter
 
 PUBLIC_NAMES = {
+    "AlreadyLifted",
     "AlreadyTerminal",
     "Attempt",
     "AttemptState",
@@ -22,6 +23,7 @@ PUBLIC_NAMES = {
     "ProviderAdapter",
     "RequestLimited",
     "StaleTransition",
+    "Suppression",
     "SystemClock",
     "Tidings",
     "TidingsError",

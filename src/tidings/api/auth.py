@@ -3,7 +3,8 @@
 A key belongs to one tenant, and every handler works on a view of the
 engine for that tenant only (`Tidings.for_tenant`), so no handler can name
 another tenant's rows. Scopes: `send` (create, cancel), `read` (reads and
-events), `admin` (templates, policies, controls), `webhook` (reserved for
+events, suppressions), `admin` (templates, policies, controls, lifting a
+suppression), `webhook` (reserved for
 webhook management; provider webhooks authenticate by signature instead).
 """
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tidings.domain.errors import (
+    AlreadyLifted,
     AlreadyTerminal,
     Conflict,
     InvalidInput,
@@ -190,6 +191,9 @@ def from_domain_error(exc: TidingsError) -> JSONResponse:
         return problem(504, exc.code, str(exc), field=exc.field)
     if isinstance(exc, AlreadyTerminal):
         return problem(409, exc.code, str(exc), state=exc.state)
+    if isinstance(exc, AlreadyLifted):
+        when, who = exc.lifted_at.isoformat(), exc.lifted_by
+        return problem(409, exc.code, str(exc), state=exc.state, lifted_at=when, lifted_by=who)
     if isinstance(exc, NotFound):
         # Every read is scoped to the caller's tenant, so another tenant's row
         # raises exactly what a missing one does: nothing tells them apart.

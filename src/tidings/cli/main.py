@@ -9,6 +9,7 @@ import typer
 from tidings.cli import development, operations, processes
 from tidings.cli.intents import intents_app
 from tidings.cli.keys import keys_app
+from tidings.cli.suppressions import suppressions_app
 
 app = typer.Typer(
     help="Durable, auditable e-mail and SMS notifications on PostgreSQL.",
@@ -44,6 +45,8 @@ app.add_typer(templates_app, name="templates")
 app.add_typer(policy_app, name="policy")
 # Issue #40: finding intents (cli/intents.py).
 app.add_typer(intents_app, name="intents")
+# Issue #37, item 5: suppressions reviewed and lifted (cli/suppressions.py).
+app.add_typer(suppressions_app, name="suppressions")
 
 for command in (
     operations.migrate,

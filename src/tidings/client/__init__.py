@@ -34,6 +34,7 @@ from tidings.client.listing import ListingMethods
 from tidings.client.serving import ServingMethods
 from tidings.client.setup import SetupMethods
 from tidings.client.shadow import live_outcomes, shadow_report
+from tidings.client.suppressions import SuppressionMethods
 from tidings.domain.cancellation import parse_reason
 from tidings.domain.clock import Clock, SystemClock
 from tidings.domain.errors import Conflict, NotFound
@@ -51,7 +52,15 @@ from tidings.store.migrate import migrate as apply_migrations
 from tidings.store.wakeups import Waker
 
 
-class Tidings(ContactMethods, JobMethods, SetupMethods, KeyMethods, ServingMethods, ListingMethods):
+class Tidings(
+    ContactMethods,
+    JobMethods,
+    SetupMethods,
+    KeyMethods,
+    ServingMethods,
+    ListingMethods,
+    SuppressionMethods,
+):
     def __init__(
         self,
         database_url: str | None = None,

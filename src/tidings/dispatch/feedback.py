@@ -33,7 +33,7 @@ def learn(conn: Conn, attempt: Attempt, obs: Observation, now: datetime) -> str 
     intent = ledger.get_intent(conn, attempt.tenant_id, attempt.intent_id)
     if intent is None or intent.destination_hash is None:
         return None
-    evidence = contacts.Evidence(obs.provider, attempt.intent_id, attempt.n, obs.raw_status)
+    evidence = contacts.Evidence(obs.provider, attempt.intent_id, attempt.n, _raw(obs))
     if not contacts.block_observed(
         conn, intent.tenant_id, intent.channel, intent.destination_hash, found.reason, evidence, now
     ):
@@ -51,3 +51,12 @@ def learn(conn: Conn, attempt: Attempt, obs: Observation, now: datetime) -> str 
         },
     )
     return kind
+
+
+def _raw(obs: Observation) -> str:
+    """The provider's own words for the evidence: its status, and its code
+    when it has one of its own (Postmark's `Bounce:Blocked` against
+    `Bounce:HardBounce`), so an operator can tell them apart (0035)."""
+    if obs.raw_code and obs.raw_code != obs.raw_status:
+        return f"{obs.raw_status}:{obs.raw_code}"
+    return obs.raw_status

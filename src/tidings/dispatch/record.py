@@ -279,8 +279,11 @@ def _learn_from_rejection(conn: Conn, claimed: Claimed, result: Rejected, now: d
             now,
         )
     else:
-        contacts.suppress(
-            conn, intent.tenant_id, intent.channel, intent.destination_hash, INVALID, now
+        # With its evidence (0035), so an operator reviewing suppressions
+        # sees which provider and attempt said the address does not exist.
+        evidence = contacts.Evidence(claimed.provider, intent.id, claimed.n, result.code.value)
+        contacts.block_observed(
+            conn, intent.tenant_id, intent.channel, intent.destination_hash, INVALID, evidence, now
         )
 
 

@@ -8,12 +8,15 @@ TidingsError
 ├── Conflict                the request clashes with what exists (409)
 │   ├── IdempotencyConflict the key was used with a different body
 │   ├── AlreadyTerminal     the intent is finished; it cannot change
-│   └── AudienceUploadUsed  another job already froze this uploaded audience
+│   ├── AudienceUploadUsed  another job already froze this uploaded audience
+│   └── AlreadyLifted       the suppression was lifted already
 ├── RequestLimited          a user-triggered class's request bound is full (429)
 └── StaleTransition         someone else moved the intent first
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 
 class TidingsError(Exception):
@@ -132,6 +135,18 @@ class RequestLimited(TidingsError):
         self.event_class = event_class
         self.scope = scope
         self.retry_after = retry_after
+
+
+class AlreadyLifted(Conflict):
+    """A lift of a suppression that was lifted before: when, and by whom."""
+
+    code = "ALREADY_LIFTED"
+
+    def __init__(self, lifted_at: datetime, lifted_by: str) -> None:
+        super().__init__(f"the suppression was already lifted at {lifted_at.isoformat()}")
+        self.state = "lifted"
+        self.lifted_at = lifted_at
+        self.lifted_by = lifted_by
 
 
 class StaleTransition(TidingsError):

@@ -320,10 +320,10 @@ def states_document() -> str:
         "A cancel that commits later than that, while the request is on its\n"
         "way, cannot unsend it: the attempt keeps the provider's answers and\n"
         "the intent stays canceled ([R000.6](requirements.md)).\n\n"
-        "So that `canceled` is never read as \"nothing was sent\", an intent\n"
+        'So that `canceled` is never read as "nothing was sent", an intent\n'
         "canceled, expired or failed after one of its messages was handed to a\n"
         "provider carries a `state_note` (`domain/state_words.py`), for example\n"
-        "\"canceled after the message was delivered: a cancel cannot unsend it\".\n"
+        '"canceled after the message was delivered: a cancel cannot unsend it".\n'
         "The API's intent has it as a field (null otherwise), and `tidings\n"
         "intents show`, `tidings timeline` and the console's intent page print it\n"
         "under the state.\n\n"

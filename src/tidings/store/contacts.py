@@ -199,8 +199,9 @@ def block_observed(
     evidence: Evidence,
     now: datetime,
 ) -> bool:
-    """An opt-out (`reason` None) or a suppression a receipt proved; True
-    when it is new (the first evidence for an address is the one kept)."""
+    """An opt-out (`reason` None) or a suppression a receipt or a send's
+    rejection proved; True when it is new (the first evidence for an
+    address is the one kept)."""
     params = {
         "tenant_id": tenant,
         "channel": channel,
@@ -214,6 +215,15 @@ def block_observed(
     if reason is None:
         return fetch_one(conn, "opt_out_observed", params) is not None
     return fetch_one(conn, "suppress_observed", params | {"reason": reason}) is not None
+
+
+def lift_suppression(
+    conn: Conn, tenant: str, suppression_id: Any, why: str, actor: str, now: datetime
+) -> bool:
+    """Lift one active suppression, keeping it and its evidence with who
+    lifted it, when and why; False when this tenant has no such active one."""
+    params = {"tenant_id": tenant, "id": suppression_id, "why": why, "actor": actor, "now": now}
+    return fetch_one(conn, "lift_suppression", params) is not None
 
 
 def receipt_blocks(conn: Conn, tenant: str) -> list[dict[str, Any]]:

@@ -54,3 +54,18 @@ WHERE created_at > '2026-01-01'::timestamptz + interval '200000 seconds';
 
 UPDATE jobs SET audience_size = 120000, prepared_through = 120000
 WHERE id = '01900000-0000-7000-8000-00000000a001';
+
+-- As many suppressions and lifts again, older than the page the guard
+-- reads, and as many of t3's.
+INSERT INTO suppressions (tenant_id, channel, destination_hash, reason, created_at,
+                          provider, raw_status)
+SELECT t, 'sms', 'pg' || s, CASE WHEN s % 10 = 0 THEN 'invalid' ELSE 'hard_bounce' END,
+       '2025-12-01'::timestamptz + s * interval '1 second', 'twilio', 'undelivered'
+FROM generate_series(1, 20000) AS s, (VALUES ('t1'), ('t3')) AS v (t);
+
+INSERT INTO suppression_lifts (tenant_id, id, channel, destination_hash, reason, created_at,
+                               lifted_at, lifted_by, lift_reason)
+SELECT 't1', gen_random_uuid(), 'sms', 'plg' || s, 'invalid',
+       '2025-12-01'::timestamptz + s * interval '1 second',
+       '2026-01-03'::timestamptz, 'guard', 'wrong rule'
+FROM generate_series(1, 20000) AS s;

@@ -101,3 +101,25 @@ SELECT tenant_id, id, 3, 'pending', state, 'step', 'guard', updated_at FROM inte
 
 INSERT INTO events (tenant_id, type, intent_id, job_id, created_at)
 SELECT tenant_id, 'intent.' || state, id, job_id, updated_at FROM intents;
+
+-- Suppressions (0035): 20,000 of t1, most of them hard bounces a receipt
+-- wrote (each naming its intent), a tenth `invalid` with no evidence as the
+-- rule before issue 37 wrote them; and 20,000 lifted ones.
+INSERT INTO suppressions (tenant_id, channel, destination_hash, reason, created_at,
+                          provider, intent_id, attempt_n, raw_status)
+SELECT 't1', 'sms', 'ph' || g,
+       CASE g % 10 WHEN 0 THEN 'invalid' WHEN 1 THEN 'complaint' ELSE 'hard_bounce' END,
+       '2026-01-02'::timestamptz + g * interval '1 second',
+       CASE WHEN g % 10 <> 0 THEN 'twilio' END,
+       CASE WHEN g % 10 <> 0 THEN (lpad(to_hex(1735689600000 + g * 1000), 12, '0') || '7000'
+                                   || '8' || lpad(to_hex(g), 15, '0'))::uuid END,
+       CASE WHEN g % 10 <> 0 THEN 1 END,
+       CASE WHEN g % 10 <> 0 THEN 'undelivered' END
+FROM generate_series(60001, 80000) AS g;
+
+INSERT INTO suppression_lifts (tenant_id, id, channel, destination_hash, reason, created_at,
+                               lifted_at, lifted_by, lift_reason)
+SELECT 't1', gen_random_uuid(), 'sms', 'pl' || s, 'invalid',
+       '2026-01-02'::timestamptz + s * interval '1 second',
+       '2026-01-03'::timestamptz, 'guard', 'wrong rule'
+FROM generate_series(1, 20000) AS s;

@@ -114,6 +114,25 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "after_id": None,
         "limit": 51,
     },
+    # GET /v1/suppressions: the first page of a tenant's hard bounces.
+    "list_suppressions": {
+        "reason": "hard_bounce",
+        "provider": None,
+        "channel": None,
+        "since": None,
+        "after_at": None,
+        "after_id": None,
+        "limit": 51,
+    },
+    "list_suppression_lifts": {
+        "reason": None,
+        "provider": None,
+        "channel": None,
+        "since": None,
+        "after_at": None,
+        "after_id": None,
+        "limit": 51,
+    },
     "shadow_decisions": {"after": intent_id(G)},
     "events_after": {"id": 0},
     "next_report_revision": {"id": "rep1"},
@@ -133,6 +152,8 @@ UNBOUNDED: dict[str, str] = {
     "count_final_matching": "counts a bulk cancel's whole selection, once per cancel",
     "evidence_default_oldest": "runs once per install, when its first months are made (0026)",
     "scenario_intents": "the demo's read of its own whole job",
+    "lanes_suppression_lists": "a scrape's gauge of every tenant's suppressions and opt-outs",
+    "receipt_blocks": "the demo's summary counts its tenant's receipt-written blocks",
 }
 
 # Reads of a backlog (intents not final yet, receipts still due): their

@@ -28,6 +28,7 @@ from tidings.api.routes import (
     jobs,
     keys,
     policies,
+    suppressions,
     templates,
     webhooks,
 )
@@ -38,6 +39,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     jobs.router,
     audiences.router,
     contacts.router,
+    suppressions.router,
     templates.router,
     policies.router,
     controls.router,

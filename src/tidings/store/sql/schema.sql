@@ -1058,6 +1058,38 @@ CREATE INDEX intents_listing_state ON intents (tenant_id, state, created_at, id)
     WHERE state IN ('pending', 'sending', 'accepted', 'resend_due', 'reconciling');
 CREATE INDEX intents_listing_correlation ON intents (tenant_id, correlation_id, created_at, id)
     WHERE correlation_id IS NOT NULL;
+
+-- Suppressions reviewed and lifted (0035, issue #37 item 5): an id an
+-- operator names, listing indexes, and the lifts with who, when and why.
+ALTER TABLE suppressions ADD COLUMN id uuid NOT NULL DEFAULT gen_random_uuid();
+CREATE UNIQUE INDEX suppressions_id ON suppressions (tenant_id, id);
+CREATE INDEX suppressions_listing ON suppressions (tenant_id, created_at, id);
+CREATE INDEX suppressions_listing_reason ON suppressions (tenant_id, reason, created_at, id);
+CREATE INDEX suppressions_listing_provider ON suppressions (tenant_id, provider, created_at, id)
+    WHERE provider IS NOT NULL;
+-- A job's page reads the blocks of its recipients' destinations, on any
+-- channel (jobs.sql, blocks_for_page): the key leads with the channel, so
+-- without this index that read walked all the tenant's suppressions.
+CREATE INDEX suppressions_destination ON suppressions (tenant_id, destination_hash);
+
+CREATE TABLE suppression_lifts (
+    tenant_id         text        NOT NULL REFERENCES tenants (tenant_id),
+    id                uuid        NOT NULL,
+    channel           text        NOT NULL,
+    destination_hash  text        NOT NULL,
+    reason            text        NOT NULL,
+    created_at        timestamptz NOT NULL,
+    provider          text,
+    intent_id         uuid,
+    attempt_n         integer,
+    raw_status        text,
+    lifted_at         timestamptz NOT NULL,
+    lifted_by         text        NOT NULL CHECK (length(lifted_by) <= 200),
+    lift_reason       text        NOT NULL CHECK (length(lift_reason) BETWEEN 1 AND 500),
+    PRIMARY KEY (tenant_id, id)
+);
+CREATE INDEX suppression_lifts_listing ON suppression_lifts (tenant_id, created_at, id);
+
 -- The request edge's hourly volume (0036, domain/request_limits.py): the
 -- anomaly alert reads a day of these rows, never the claims' counters.
 CREATE INDEX rate_counters_request_volume ON rate_counters (window_start)

@@ -73,7 +73,8 @@ ON CONFLICT (tenant_id, channel, destination_hash) DO NOTHING
 RETURNING created_at;
 
 -- name: suppress_observed
--- A provider's receipt reported a spam complaint or a hard bounce.
+-- A provider's receipt reported a spam complaint or a hard bounce, or its
+-- answer to a send said the address does not exist (`invalid`).
 INSERT INTO suppressions (tenant_id, channel, destination_hash, reason, created_at,
                           provider, intent_id, attempt_n, raw_status)
 VALUES (%(tenant_id)s, %(channel)s, %(destination_hash)s, %(reason)s, %(now)s,
@@ -89,3 +90,21 @@ UNION ALL
 SELECT reason, provider, count(*) FROM suppressions
 WHERE tenant_id = %(tenant_id)s AND provider IS NOT NULL GROUP BY reason, provider
 ORDER BY 1, 2;
+
+-- name: lift_suppression
+-- An operator lifts one suppression (0035): the row moves, its evidence
+-- with it, to suppression_lifts with who, when and why, in one statement,
+-- so no reader sees the address both suppressed and lifted, or neither.
+-- No row: no such active suppression in this tenant (unknown, or lifted).
+WITH lifted AS (
+    DELETE FROM suppressions
+    WHERE tenant_id = %(tenant_id)s AND id = %(id)s
+    RETURNING *
+)
+INSERT INTO suppression_lifts (tenant_id, id, channel, destination_hash, reason, created_at,
+                               provider, intent_id, attempt_n, raw_status,
+                               lifted_at, lifted_by, lift_reason)
+SELECT tenant_id, id, channel, destination_hash, reason, created_at,
+       provider, intent_id, attempt_n, raw_status, %(now)s, %(actor)s, %(why)s
+FROM lifted
+RETURNING id;
