@@ -46,3 +46,33 @@ def test_a_cancel_after_the_send_says_the_message_went_out_everywhere(
     page = console.get(f"/console/intents/{sent.id}")
     assert page.status_code == 200 and SAID in page.text
     assert SAID not in console.get(f"/console/intents/{unsent.id}").text
+
+
+def test_the_timeline_prints_json_and_is_not_cut_when_piped(
+    tidings: Tidings, clock: ManualClock, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    publish_offer_template(tidings)
+    sent = offer(tidings, 1)
+    worker(tidings, simulator(clock)).dispatch_once()
+    tidings.cancel(sent.id, reason="member_left")
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    monkeypatch.setenv("TIDINGS_SECRET_KEY", TEST_SECRET)
+    args = ["timeline", str(sent.id), "--tenant", tidings.tenant]
+
+    shown = CliRunner().invoke(app, [*args, "--json"])
+    assert shown.exit_code == 0, shown.output
+    document = json.loads(shown.output)
+    assert document["intent"]["state_note"] == SAID
+    moves = [e for e in document["timeline"]["entries"] if e["kind"] == "transition"]
+    assert [(e["from"], e["to"]) for e in moves] == [
+        (None, "pending"),
+        ("pending", "sending"),
+        ("sending", "accepted"),
+        ("accepted", "canceled"),
+    ]
+
+    piped = CliRunner().invoke(app, args)  # not a terminal: nothing cut to 80 columns
+    assert SAID in piped.output.splitlines(), piped.output
+    assert any(str(sent.id) in line and "key=" in line for line in piped.output.splitlines())

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 
 from tidings.cli.common import console, errors, open_tidings
 from tidings.platform.settings import Settings
@@ -19,7 +20,17 @@ def migrate() -> None:
     console.print(f"applied: {', '.join(applied)}" if applied else "schema is up to date")
 
 
-def timeline(intent: str, tenant: Annotated[str | None, typer.Option()] = None) -> None:
+# Piped output is not cut to a terminal's width: a line per entry, whole.
+PIPED_WIDTH = 1_000
+
+
+def timeline(
+    intent: str,
+    tenant: Annotated[str | None, typer.Option()] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the API's JSON: the intent and its timeline")
+    ] = False,
+) -> None:
     """Print everything known about one intent, in order."""
     from tidings.cli.timeline import intent_summary, timeline_table
     from tidings.domain.errors import NotFound
@@ -36,8 +47,22 @@ def timeline(intent: str, tenant: Annotated[str | None, typer.Option()] = None) 
             )
             raise typer.Exit(1) from None
         entries = t.timeline(intent)
-    console.print(intent_summary(found))
-    console.print(timeline_table(entries))
+    if as_json:
+        import json
+
+        from tidings.api.schemas.intents import IntentOut, Timeline, TimelineEntryOut
+
+        document = {
+            "intent": IntentOut.of(found).model_dump(mode="json"),
+            "timeline": Timeline(
+                intent_id=found.id, entries=[TimelineEntryOut.of(e) for e in entries]
+            ).model_dump(mode="json", by_alias=True),
+        }
+        print(json.dumps(document, indent=2))  # plain: rich would wrap and colour it
+        return
+    out = console if console.is_terminal else Console(width=PIPED_WIDTH)
+    out.print(intent_summary(found))
+    out.print(timeline_table(entries))
 
 
 def templates_validate(path: Path) -> None:
