@@ -41,6 +41,7 @@ def up(
             " or POST /v1/policies)"
         )
         console.print("Ctrl-C stops everything; intents are durable and resume on the next start.")
+        console.print("an admin key for this run; it expires in a day:")
         console.print(f"development API key: {key}", soft_wrap=True)
         wait_for_signal(stop_on_signals())
     finally:

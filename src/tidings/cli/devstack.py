@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
@@ -35,6 +36,7 @@ from tidings.store import policies as policy_store
 from tidings.store.api_keys import create_key
 
 ALL_SCOPES = ("send", "read", "admin", "webhook")
+DEV_KEY_LIFETIME = timedelta(days=1)
 START_TIMEOUT = 30.0
 
 
@@ -114,15 +116,7 @@ class DevStack:
         return self.tidings.publish_policy(builtin_document("default"), actor="tidings up")
 
     def dev_key(self) -> str:
-        with self.tidings.db.transaction() as conn:
-            _, plaintext = create_key(
-                conn,
-                self.tidings.tenant,
-                ALL_SCOPES,
-                "tidings up",
-                vault=self.tidings.vault,
-            )
-        return plaintext
+        return create_dev_key(self.tidings)
 
     def _start_simulator(self) -> None:
         config = {
@@ -205,3 +199,21 @@ def _wait_healthy(url: str, process: subprocess.Popen[bytes] | None) -> None:
             pass
         time.sleep(0.1)  # waiting on a real process to listen, with a deadline
     raise RuntimeError(f"{url} did not answer within {START_TIMEOUT} s")
+
+
+def create_dev_key(t: Tidings) -> str:
+    """`tidings up`'s admin key for this run. It expires after a day: each
+    run prints a new one, and the ones before must not pile up as
+    never-expiring admin keys in a home that outlives the trial."""
+    now = t.now()
+    with t.db.transaction() as conn:
+        _, plaintext = create_key(
+            conn,
+            t.tenant,
+            ALL_SCOPES,
+            "tidings up",
+            now=now,
+            expires_at=now + DEV_KEY_LIFETIME,
+            vault=t.vault,
+        )
+    return plaintext
