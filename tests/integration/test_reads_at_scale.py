@@ -196,7 +196,9 @@ def test_a_transition_committed_late_is_counted_by_the_next_fold(conn: Conn, db_
 def test_two_folds_at_once_count_each_transition_once(conn: Conn, db_url: str) -> None:
     _transitions(conn, random.Random(4), 30, version_from=1)
     with psycopg.connect(db_url) as other:
-        # `other` holds the mark: this fold counts nothing and waits for nothing.
+        # `other` folds in its open transaction and holds the mark: this fold
+        # counts nothing and waits for nothing.
+        other.execute("SELECT 1")
         transition_audit.fold(other, allowed_transitions(), batch=7)
         with conn.transaction():
             assert transition_audit.fold(conn, allowed_transitions()) == 0

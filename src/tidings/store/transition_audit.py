@@ -9,6 +9,7 @@ so they cannot disagree, and neither recounts the audit.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +18,7 @@ import psycopg
 from tidings.store.database import fetch_one
 
 Conn = psycopg.Connection[Any]
+log = logging.getLogger(__name__)
 
 # A batch is a few thousand index entries: well inside a scrape's statement
 # timeout. A fold stops after BATCHES of them; the next one goes on.
@@ -29,23 +31,34 @@ def fold(conn: Conn, allowed: Mapping[str, list[str]], *, batch: int = BATCH) ->
 
     `allowed` holds the transition table as parallel `froms`, `events` and
     `tos` lists. Folds nothing while another transaction folds: that one
-    counts the same transitions.
+    counts the same transitions. Each batch is a savepoint: one cut short
+    by the caller's statement timeout ends the fold, not the caller's
+    transaction, and the next fold takes it again.
     """
     folded = 0
-    for _ in range(BATCHES):
-        mark = fetch_one(conn, "transition_audit_mark", {})
-        if mark is None:
-            break
-        if mark["unaudited_after"] is not None:
-            args = {**allowed, "after": mark["unaudited_after"], "limit": batch}
-            folded += _count(fetch_one(conn, "transition_audit_fold_unaudited", args))
-            continue
-        args = {**allowed, "txid": mark["folded_txid"], "id": mark["folded_id"], "limit": batch}
-        n = _count(fetch_one(conn, "transition_audit_fold", args))
-        folded += n
-        if n < batch:
-            break
+    try:
+        for _ in range(BATCHES):
+            with conn.transaction():
+                n, more = _fold_batch(conn, allowed, batch)
+            folded += n
+            if not more:
+                break
+    except psycopg.errors.QueryCanceled:
+        log.warning("transition audit: a fold batch timed out; the next fold goes on")
     return folded
+
+
+def _fold_batch(conn: Conn, allowed: Mapping[str, list[str]], batch: int) -> tuple[int, bool]:
+    """The next batch: rows older than 0038 first, by id; then by txid."""
+    mark = fetch_one(conn, "transition_audit_mark", {})
+    if mark is None:
+        return 0, False
+    if mark["unaudited_after"] is not None:
+        args = {**allowed, "after": mark["unaudited_after"], "limit": batch}
+        return _count(fetch_one(conn, "transition_audit_fold_unaudited", args)), True
+    args = {**allowed, "txid": mark["folded_txid"], "id": mark["folded_id"], "limit": batch}
+    n = _count(fetch_one(conn, "transition_audit_fold", args))
+    return n, n == batch
 
 
 def _count(row: Mapping[str, Any] | None) -> int:
