@@ -28,6 +28,9 @@ REFERENCE_TABLES = {
     # One row per month of evidence partitions: the partitions are the
     # deployment's, each holding every tenant's evidence of that month.
     "evidence_months",
+    # One row: how far the transition audit's folds went, for all tenants at
+    # once (a fold per tenant would be one per tenant a scrape).
+    "transition_audit_mark",
 }
 # Bookkeeping of the migration runner, created on the coordinator only.
 LOCAL_TABLES = {"schema_migrations"}

@@ -38,7 +38,7 @@ from tidings.observability.lane_metrics import LANE_METRICS, lane_families
 from tidings.observability.process_metrics import PROCESS_METRICS, PROCESS_REGISTRY
 from tidings.observability.transition_rows import allowed_transitions
 from tidings.runtime import Runtime
-from tidings.store import metrics_reads, provider_pauses
+from tidings.store import metrics_reads, provider_pauses, transition_audit
 from tidings.store.database import Row
 
 log = logging.getLogger("tidings.metrics")
@@ -137,7 +137,9 @@ def _ledger_families(conn: psycopg.Connection[Any], now: datetime) -> Iterator[M
         "From provider acceptance to terminal evidence, per terminal intent.",
         metrics_reads.accept_to_terminal_histogram(conn, LATENCY_BUCKETS),
     )
-    yield from _audit(metrics_reads.transition_audit(conn, allowed_transitions()), tenants)
+    allowed = allowed_transitions()
+    transition_audit.fold(conn, allowed)
+    yield from _audit(metrics_reads.transition_audit(conn, allowed), tenants)
     yield _quarantined(metrics_reads.quarantined(conn))
     yield _unknown(metrics_reads.unknown(conn))
     yield _paused(provider_pauses.active(conn, now), now)

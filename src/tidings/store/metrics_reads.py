@@ -2,7 +2,9 @@
 
 Each function runs one scan across every tenant and returns its rows as
 they come, keyed by `tenant_id`; `observability/metrics.py` turns them into
-series. Nothing is counted on the side (invariant 7).
+series. Nothing is counted on the side (invariant 7) but the transition
+audit, which store/transition_audit.py keeps from the transitions' rows
+(it folds them before the scrape reads it).
 """
 
 from __future__ import annotations
@@ -70,8 +72,9 @@ def accept_to_terminal_histogram(conn: Conn, bounds: Sequence[float]) -> list[Ro
 
 
 def transition_audit(conn: Conn, allowed: Mapping[str, list[str]]) -> list[Row]:
-    """`tenant_id, lease_recoveries, impossible`; `allowed` holds the
-    transition table as parallel `froms`, `events` and `tos` lists."""
+    """`tenant_id, lease_recoveries, impossible`, as kept by the last fold
+    (store/transition_audit.py); `allowed` holds the transition table as
+    parallel `froms`, `events` and `tos` lists."""
     return fetch_all(conn, "metrics_transition_audit", allowed)
 
 

@@ -36,9 +36,11 @@ SELECT tenant_id, id, 1, id::text || '.1', 'sms', 'delivered', 'twilio', 'SM' ||
 FROM intents WHERE idempotency_key IN (SELECT 'k' || g FROM guard_more);
 
 INSERT INTO observations (tenant_id, provider, dedupe_key, intent_id, attempt_n,
-                          provider_message_id, status, source, occurred_at, received_at, effect)
+                          provider_message_id, status, source, occurred_at, received_at, effect,
+                          channel)
 SELECT a.tenant_id, a.provider, a.provider_message_id || ':delivered', a.intent_id, 1,
-       a.provider_message_id, 'delivered', 'webhook', a.terminal_at, a.terminal_at, 'applied'
+       a.provider_message_id, 'delivered', 'webhook', a.terminal_at, a.terminal_at, 'applied',
+       a.channel
 FROM attempts a WHERE a.created_at > '2026-01-01'::timestamptz + interval '200000 seconds';
 
 INSERT INTO transitions (tenant_id, intent_id, version, from_state, to_state, event, actor, at)

@@ -88,9 +88,10 @@ SELECT tenant_id, id, 1, id::text || '.1', 'sms',
 FROM intents WHERE state NOT IN ('pending', 'canceled');
 
 INSERT INTO observations (tenant_id, provider, dedupe_key, intent_id, attempt_n,
-                          provider_message_id, status, source, occurred_at, received_at, effect)
+                          provider_message_id, status, source, occurred_at, received_at, effect,
+                          channel)
 SELECT tenant_id, provider, provider_message_id || ':' || state, intent_id, n,
-       provider_message_id, state, 'webhook', last_status_at, last_status_at, 'applied'
+       provider_message_id, state, 'webhook', last_status_at, last_status_at, 'applied', channel
 FROM attempts;
 
 -- Two transitions per intent: created, then where it is now.

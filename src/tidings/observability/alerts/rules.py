@@ -17,7 +17,7 @@ from tidings.observability.alerts.config import AlertConfig, Objective, Severity
 from tidings.observability.alerts.webhook import jsonable
 from tidings.observability.metrics import SCRAPE_TIMEOUT_MS
 from tidings.observability.transition_rows import allowed_transitions
-from tidings.store import alert_scans, lanes, metrics_reads
+from tidings.store import alert_scans, lanes, metrics_reads, transition_audit
 from tidings.store.database import Row
 
 Conn = psycopg.Connection[Any]
@@ -40,12 +40,14 @@ def evaluate(conn: Conn, now: datetime, config: AlertConfig) -> list[Alert]:
     last = {(r["tenant_id"], r["channel"]): r["at"] for r in reconciled}
     unknown_since = now - timedelta(seconds=config.unknown_window_seconds)
     quarantine_since = now - timedelta(seconds=config.quarantine_window_seconds)
+    allowed = allowed_transitions()
+    transition_audit.fold(conn, allowed)
     return [
         *_unreconciled(alert_scans.unreconciled(conn, unknown_since), last, now, config),
         *_unknown(alert_scans.delivery_unknown(conn, unknown_since), last, now, config),
         *_due(alert_scans.due(conn, now), last, now, config),
         *_urgent(lanes.urgent_backlog(conn, now), now, config),
-        *_impossible(alert_scans.impossible_transitions(conn, allowed_transitions())),
+        *_impossible(alert_scans.impossible_transitions(conn, allowed)),
         *_quarantined(alert_scans.quarantined(conn, quarantine_since)),
     ]
 

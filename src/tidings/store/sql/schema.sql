@@ -186,10 +186,17 @@ CREATE TABLE observations (
     received_at         timestamptz NOT NULL,
     effect              text,
     raw                 jsonb       NOT NULL DEFAULT '{}'::jsonb,
+    -- The attempt's channel, written with the observation (0037); NULL on
+    -- rows older than it but the newest reconciliation one of a channel.
+    channel             text,
     PRIMARY KEY (tenant_id, intent_id, id),
     UNIQUE (tenant_id, intent_id, provider, dedupe_key)
 ) PARTITION BY RANGE (intent_id);
 CREATE TABLE observations_default PARTITION OF observations DEFAULT;
+-- The newest polled, looked-up or webhook observation of a tenant's
+-- channel, read at the end of its range (metrics, alerts, console).
+CREATE INDEX observations_reconciled ON observations (tenant_id, channel, received_at)
+    WHERE source IN ('poll', 'lookup', 'webhook') AND channel IS NOT NULL;
 
 -- Receipts that match no attempt yet (a webhook racing the send's own
 -- commit): kept apart, with no intent, and moved to observations when the
@@ -230,6 +237,10 @@ CREATE TABLE transitions (
     policy_version  text,
     decision_code   text,
     at              timestamptz NOT NULL,
+    -- The transaction that wrote it (0038): the transition audit folds
+    -- what committed below pg_snapshot_xmin, never skipping a late commit.
+    -- NULL on rows older than 0038, folded once by id.
+    txid            xid8        DEFAULT pg_current_xact_id(),
     PRIMARY KEY (tenant_id, id, intent_id),
     UNIQUE (tenant_id, intent_id, version),
     FOREIGN KEY (tenant_id, intent_id) REFERENCES intents (tenant_id, id)
@@ -238,6 +249,41 @@ CREATE TABLE transitions_default PARTITION OF transitions DEFAULT;
 -- The console's states-over-time chart walks back from the current counts
 -- through the last hour of transitions; without this it scans them all.
 CREATE INDEX transitions_recent ON transitions (tenant_id, at);
+CREATE INDEX transitions_audit_cursor ON transitions (txid, id);
+CREATE INDEX transitions_unaudited ON transitions (id) WHERE txid IS NULL;
+
+-- The transition audit, kept (0038; store/transition_audit.py folds into
+-- it, the metrics scrape and the alert round read it). Lease recoveries
+-- per tenant since ever, a counter: a purge takes none back.
+CREATE TABLE transition_audit (
+    tenant_id         text    NOT NULL,
+    lease_recoveries  bigint  NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant_id)
+);
+
+-- Each audited move the transition table did not allow when folded, read
+-- only while its transition is still kept.
+CREATE TABLE impossible_transitions (
+    tenant_id      text         NOT NULL,
+    transition_id  bigint       NOT NULL,
+    intent_id      uuid         NOT NULL,
+    from_state     text,
+    event          text         NOT NULL,
+    to_state       text         NOT NULL,
+    at             timestamptz  NOT NULL,
+    PRIMARY KEY (tenant_id, transition_id, intent_id)
+);
+
+-- How far the folds went, in (txid, id) order, and through the rows older
+-- than 0038 (by id; NULL once all are folded). One row.
+CREATE TABLE transition_audit_mark (
+    only_row         boolean  NOT NULL DEFAULT true CHECK (only_row),
+    folded_txid      xid8     NOT NULL DEFAULT '0',
+    folded_id        bigint   NOT NULL DEFAULT 0,
+    unaudited_after  bigint   DEFAULT 0,
+    PRIMARY KEY (only_row)
+);
+INSERT INTO transition_audit_mark DEFAULT VALUES;
 
 -- Application-facing events. Readers page by (txid, id) and only see rows
 -- whose transaction is older than every running one, so a cursor never

@@ -84,11 +84,28 @@ GROUP BY i.event_class, i.channel
 ORDER BY oldest;
 
 -- name: console_last_reconciliation
-SELECT a.channel, max(o.received_at) AS at
-FROM observations o
-JOIN attempts a ON a.tenant_id = o.tenant_id AND a.intent_id = o.intent_id AND a.n = o.attempt_n
-WHERE o.tenant_id = %(tenant_id)s AND o.source IN ('poll', 'lookup', 'webhook')
-GROUP BY a.channel;
+-- The tenant's channels walked in observations_reconciled one probe each,
+-- and each one's newest read at its end (as metrics_last_reconciliation).
+WITH RECURSIVE channels AS (
+    (SELECT o.channel FROM observations o
+     WHERE o.tenant_id = %(tenant_id)s AND o.source IN ('poll', 'lookup', 'webhook')
+       AND o.channel IS NOT NULL
+     ORDER BY o.channel LIMIT 1)
+    UNION ALL
+    SELECT n.channel
+    FROM channels c
+    CROSS JOIN LATERAL (
+        SELECT o.channel FROM observations o
+        WHERE o.tenant_id = %(tenant_id)s AND o.source IN ('poll', 'lookup', 'webhook')
+          AND o.channel > c.channel
+        ORDER BY o.channel LIMIT 1
+    ) AS n
+)
+SELECT c.channel,
+       (SELECT max(o.received_at) FROM observations o
+        WHERE o.tenant_id = %(tenant_id)s AND o.channel = c.channel
+          AND o.source IN ('poll', 'lookup', 'webhook')) AS at
+FROM channels c;
 
 -- name: console_spend_used
 -- What the tenant's country spend breakers have spent in their current

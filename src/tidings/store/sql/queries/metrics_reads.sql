@@ -49,11 +49,28 @@ GROUP BY i.tenant_id, i.event_class, i.channel;
 -- name: metrics_last_reconciliation
 -- The newest evidence that reconciliation works: an observation we polled,
 -- looked up or received by webhook (a send's own answer does not count).
-SELECT o.tenant_id, a.channel, max(o.received_at) AS at
-FROM observations o
-JOIN attempts a ON a.tenant_id = o.tenant_id AND a.intent_id = o.intent_id AND a.n = o.attempt_n
-WHERE o.source IN ('poll', 'lookup', 'webhook')
-GROUP BY o.tenant_id, a.channel;
+-- The (tenant, channel) pairs are walked in observations_reconciled one
+-- probe each (a loose index scan), and each pair's newest is that index's
+-- end: a few pages per pair and month partition, never the receipts.
+WITH RECURSIVE pairs AS (
+    (SELECT o.tenant_id, o.channel FROM observations o
+     WHERE o.source IN ('poll', 'lookup', 'webhook') AND o.channel IS NOT NULL
+     ORDER BY o.tenant_id, o.channel LIMIT 1)
+    UNION ALL
+    SELECT n.tenant_id, n.channel
+    FROM pairs p
+    CROSS JOIN LATERAL (
+        SELECT o.tenant_id, o.channel FROM observations o
+        WHERE o.source IN ('poll', 'lookup', 'webhook') AND o.channel IS NOT NULL
+          AND (o.tenant_id, o.channel) > (p.tenant_id, p.channel)
+        ORDER BY o.tenant_id, o.channel LIMIT 1
+    ) AS n
+)
+SELECT p.tenant_id, p.channel,
+       (SELECT max(o.received_at) FROM observations o
+        WHERE o.tenant_id = p.tenant_id AND o.channel = p.channel
+          AND o.source IN ('poll', 'lookup', 'webhook')) AS at
+FROM pairs p;
 
 -- name: metrics_poll_lag
 -- Status checks that are due and not done. Same predicate as attempts_checks.
@@ -89,20 +106,29 @@ GROUP BY d.tenant_id, d.channel, b.le
 ORDER BY d.tenant_id, d.channel, b.le;
 
 -- name: metrics_transition_audit
--- One pass over the audit: lease recoveries, and moves the transition
--- table does not allow (the allowed triples come from the pure table).
+-- The kept audit (transition_audit.sql folds it first): lease recoveries
+-- since ever, and the moves the transition table does not allow (the
+-- allowed triples come from the pure table), as alert_impossible_transitions
+-- counts them.
 WITH allowed AS (
     SELECT * FROM unnest(%(froms)s::text[], %(events)s::text[], %(tos)s::text[])
         AS a (from_state, event, to_state)
+), impossible AS (
+    SELECT i.tenant_id, count(*) AS n
+    FROM impossible_transitions i
+    LEFT JOIN allowed a
+      ON a.from_state = coalesce(i.from_state, '') AND a.event = i.event
+     AND a.to_state = i.to_state
+    WHERE a.event IS NULL
+      AND EXISTS (SELECT 1 FROM transitions t
+                  WHERE t.tenant_id = i.tenant_id AND t.id = i.transition_id
+                    AND t.intent_id = i.intent_id)
+    GROUP BY i.tenant_id
 )
-SELECT t.tenant_id,
-       count(*) FILTER (WHERE t.decision_code IN ('LEASE_EXPIRED', 'CALL_NOT_STARTED'))
-           AS lease_recoveries,
-       count(*) FILTER (WHERE a.event IS NULL) AS impossible
-FROM transitions t
-LEFT JOIN allowed a
-  ON a.from_state = coalesce(t.from_state, '') AND a.event = t.event AND a.to_state = t.to_state
-GROUP BY t.tenant_id;
+SELECT coalesce(c.tenant_id, i.tenant_id) AS tenant_id,
+       coalesce(c.lease_recoveries, 0) AS lease_recoveries, coalesce(i.n, 0) AS impossible
+FROM transition_audit c
+FULL JOIN impossible i ON i.tenant_id = c.tenant_id;
 
 -- name: metrics_statement_timeout
 -- A scrape or an alert round must not hold a connection for long when the

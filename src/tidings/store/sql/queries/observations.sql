@@ -1,13 +1,14 @@
 -- name: record_observation
 -- A receipt, lookup or answer about one of an intent's attempts, once per
 -- provider event: one event always names the same attempt, so the intent
--- is part of the key (it is the partition key, 0026).
+-- is part of the key (it is the partition key, 0026). The attempt's channel
+-- goes with it: the newest reconciliation per channel is read from it (0037).
 INSERT INTO observations (tenant_id, provider, dedupe_key, intent_id, attempt_n,
                           provider_message_id, status, code, raw_status, source,
-                          occurred_at, received_at, raw)
+                          occurred_at, received_at, raw, channel)
 VALUES (%(tenant_id)s, %(provider)s, %(dedupe_key)s, %(intent_id)s, %(attempt_n)s,
         %(provider_message_id)s, %(status)s, %(code)s, %(raw_status)s, %(source)s,
-        %(occurred_at)s, %(now)s, %(raw)s)
+        %(occurred_at)s, %(now)s, %(raw)s, %(channel)s)
 ON CONFLICT (tenant_id, intent_id, provider, dedupe_key) DO NOTHING
 RETURNING id;
 
@@ -65,9 +66,9 @@ WITH moved AS (
 )
 INSERT INTO observations (tenant_id, provider, dedupe_key, intent_id, attempt_n,
                           provider_message_id, status, code, raw_status, source,
-                          occurred_at, received_at, effect, raw)
+                          occurred_at, received_at, effect, raw, channel)
 SELECT %(tenant_id)s, m.provider, m.dedupe_key, %(intent_id)s, %(attempt_n)s,
        m.provider_message_id, m.status, m.code, m.raw_status, m.source, m.occurred_at,
-       m.received_at, %(effect)s, m.raw
+       m.received_at, %(effect)s, m.raw, %(channel)s
 FROM moved m
 ON CONFLICT (tenant_id, intent_id, provider, dedupe_key) DO NOTHING;
