@@ -21,7 +21,9 @@ NOWHERE = "postgresql://tidings:s3cret-password@127.0.0.1:1/tidings"
 
 
 def run(command: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DATABASE_URL": NOWHERE}
+    # A provider configured, so the worker goes on to wait for the database
+    # (with none, it stops first and says which setting is missing).
+    env = {**os.environ, "DATABASE_URL": NOWHERE, "TIDINGS_SIMULATOR_URL": "http://127.0.0.1:1"}
     env.pop("TIDINGS_LOG_FORMAT", None)
     env.pop("TIDINGS_LOG_LEVEL", None)
     return subprocess.run(
