@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,8 @@ def _load(conn: psycopg.Connection[Any]) -> None:
 def _once(conn: psycopg.Connection[Any]) -> dict[str, float]:
     cursors = range(0, RECIPIENTS, RECIPIENTS // READS)
     pages = [_ms(partial(job_recipients, conn, "reads", JOB, after, PAGE)) for after in cursors]
-    status = [_ms(partial(job_status, conn, "reads", JOB)) for _ in range(READS)]
+    now = datetime.now(UTC)
+    status = [_ms(partial(job_status, conn, "reads", JOB, now)) for _ in range(READS)]
     return {"page_ms": statistics.median(pages), "status_ms": statistics.median(status)}
 
 
