@@ -550,3 +550,13 @@ def test_load_revision_file_raises(tmp_path: Path) -> None:
     with pytest.raises(TemplateValidationError) as info:
         load_revision_file(bad)
     assert codes(info.value.errors) == {"SUBJECT_REQUIRED"}
+
+
+def test_a_template_file_without_locale_is_english(tmp_path: Path) -> None:
+    """As the API's TemplateIn: `locale` defaults to "en" (issue 40)."""
+    path = tmp_path / "hello.json"
+    path.write_text(json.dumps({"name": "hello", "channel": "sms", "body": "Hello"}))
+    assert load_revision_file(path).locale == "en"
+    report = validate_files(path)
+    assert report.ok, report.format_text()
+    assert report.revisions[0].locale == "en"

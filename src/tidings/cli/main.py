@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from tidings.cli import development, operations, processes
+from tidings.cli import development, operations, policies, processes, templates
 from tidings.cli.intents import intents_app
 from tidings.cli.keys import keys_app
 from tidings.cli.suppressions import suppressions_app
@@ -62,7 +62,14 @@ for command in (
 ):
     app.command()(command)
 templates_app.command("validate")(operations.templates_validate)
+# Issue #40, point 6: a second tenant set up from the CLI (cli/templates.py,
+# cli/policies.py).
+templates_app.command("publish")(templates.publish)
+templates_app.command("list")(templates.list_templates)
+templates_app.command("show")(templates.show)
 policy_app.command("publish")(operations.policy_publish)
+policy_app.command("list")(policies.list_policies)
+policy_app.command("show")(policies.show)
 
 
 def main() -> None:

@@ -105,3 +105,9 @@ def _parsed(tenant_id: str, version: str, document: Mapping[str, Any]) -> Policy
 def versions(conn: Conn, tenant_id: str) -> list[Row]:
     """The tenant's published versions, newest first."""
     return fetch_all(conn, "policies_list", {"tenant_id": tenant_id})
+
+
+def document_of(conn: Conn, tenant_id: str, version: str) -> dict[str, Any] | None:
+    """The document of one version as published; None for a version never published."""
+    row = fetch_one(conn, "policy_by_version", {"tenant_id": tenant_id, "version": version})
+    return None if row is None else dict(row["document"])

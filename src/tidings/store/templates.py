@@ -7,6 +7,7 @@ revision never changes what an old intent renders.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -136,6 +137,28 @@ def get_revision(conn: Conn, tenant_id: str, name: str, revision: int) -> Templa
 
 
 def latest_all(conn: Conn, tenant_id: str) -> list[TemplateRevision]:
-    return [
-        revision_from_row(r) for r in fetch_all(conn, "templates_list", {"tenant_id": tenant_id})
-    ]
+    return [p.revision for p in latest_published(conn, tenant_id)]
+
+
+@dataclass(frozen=True)
+class Published:
+    """A stored revision, and when and by whom it was published."""
+
+    revision: TemplateRevision
+    at: datetime
+    by: str
+
+
+def _published(row: Mapping[str, Any]) -> Published:
+    return Published(revision_from_row(row), row["created_at"], row["created_by"])
+
+
+def latest_published(conn: Conn, tenant_id: str) -> list[Published]:
+    """The newest revision of each name, channel and locale."""
+    return [_published(r) for r in fetch_all(conn, "templates_list", {"tenant_id": tenant_id})]
+
+
+def history(conn: Conn, tenant_id: str, name: str) -> list[Published]:
+    """Every revision of `name`, newest first; [] for a name never published."""
+    rows = fetch_all(conn, "template_history", {"tenant_id": tenant_id, "name": name})
+    return [_published(r) for r in rows]

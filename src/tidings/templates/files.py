@@ -1,4 +1,5 @@
-"""Template files: the format, loading, and ``tidings templates validate DIR``.
+"""Template files: the format, loading, and ``tidings templates validate DIR``
+(``tidings templates publish FILE`` publishes one).
 
 :func:`validate_files` checks a directory of template files (the deploy
 gate of :mod:`tidings.templates.validate` on each, plus what only a set of
@@ -10,11 +11,12 @@ recursively, in path order)::
     {
       "name": "password_reset",          # required
       "channel": "email",                # required: "sms" | "email"
-      "locale": "en",                    # required
+      "locale": "en",                    # optional, "en" when absent (as the API)
       "subject": "Reset your password",  # e-mail only; null/absent for SMS
       "body": "...",                     # required, plain text (Jinja2)
       "html_body": "...",                # optional, e-mail only, autoescaped
       "required_variables": ["reset_link"],
+      "dispatch_variables": ["reset_link"],  # optional: filled at dispatch
       "attachment_policy": "none",       # "none" | "optional" | "required"
       "provider_template_ids": {"sendgrid": "d-..."},
       "revision": 3                      # optional; storage assigns it
@@ -60,7 +62,10 @@ FILE_FIELDS: Final[frozenset[str]] = frozenset(
         "revision",
     }
 )
-_REQUIRED_FILE_FIELDS: Final[tuple[str, ...]] = ("name", "channel", "locale", "body")
+_REQUIRED_FILE_FIELDS: Final[tuple[str, ...]] = ("name", "channel", "body")
+# The locale of a file that names none: the API's TemplateIn and the
+# library's publish_template default to it too.
+DEFAULT_LOCALE: Final[str] = "en"
 
 
 def revision_from_dict(
@@ -116,7 +121,7 @@ def revision_from_dict(
         name=text("name") or "",
         revision=number,
         channel=text("channel") or "",
-        locale=text("locale") or "",
+        locale=DEFAULT_LOCALE if data.get("locale") is None else text("locale") or "",
         subject=text("subject", optional=True),
         body=text("body") or "",
         required_variables=tuple(variables),

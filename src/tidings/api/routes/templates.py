@@ -55,7 +55,7 @@ def publish_template(body: TemplateIn, caller: Admin) -> TemplatePublished:
 
 @router.get("", responses=responses(), summary="The newest revision per name, channel, locale")
 def list_templates(caller: Admin) -> TemplateList:
-    return TemplateList(items=[_out(r) for r in caller.tidings.latest_templates()])
+    return TemplateList(items=[TemplateOut.of(r) for r in caller.tidings.latest_templates()])
 
 
 def _refuse_errors(found: list[Problem]) -> None:
@@ -83,21 +83,4 @@ def _draft(tenant: str, body: TemplateIn) -> TemplateRevision:
         dispatch_variables=tuple(body.dispatch_variables),
         attachment_policy=body.attachment_policy,
         provider_template_ids=body.provider_template_ids,
-    )
-
-
-def _out(r: TemplateRevision) -> TemplateOut:
-    return TemplateOut(
-        name=r.name,
-        revision=r.revision,
-        channel=r.channel,
-        locale=r.locale,
-        subject=r.subject,
-        body=r.body,
-        html_body=r.html_body,
-        required_variables=list(r.required_variables),
-        dispatch_variables=list(r.dispatch_variables),
-        attachment_policy=r.attachment_policy,
-        provider_template_ids=dict(r.provider_template_ids),
-        content_hash=r.content_hash,
     )

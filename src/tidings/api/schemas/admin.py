@@ -13,6 +13,7 @@ from tidings.api.schemas.common import (
     RequestModel,
     Text,
 )
+from tidings.templates.model import TemplateRevision
 
 
 class TemplateIn(RequestModel):
@@ -89,6 +90,23 @@ class TemplateOut(BaseModel):
     attachment_policy: str
     provider_template_ids: dict[str, str]
     content_hash: str
+
+    @classmethod
+    def of(cls, r: TemplateRevision) -> TemplateOut:
+        return cls(
+            name=r.name,
+            revision=r.revision,
+            channel=r.channel,
+            locale=r.locale,
+            subject=r.subject,
+            body=r.body,
+            html_body=r.html_body,
+            required_variables=list(r.required_variables),
+            dispatch_variables=list(r.dispatch_variables),
+            attachment_policy=r.attachment_policy,
+            provider_template_ids=dict(r.provider_template_ids),
+            content_hash=r.content_hash,
+        )
 
 
 class TemplateList(BaseModel):

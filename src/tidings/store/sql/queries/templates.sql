@@ -34,3 +34,9 @@ WHERE tenant_id = %(tenant_id)s AND name = %(name)s AND revision = %(revision)s;
 SELECT DISTINCT ON (name, channel, locale) * FROM templates
 WHERE tenant_id = %(tenant_id)s
 ORDER BY name, channel, locale, revision DESC;
+
+-- name: template_history
+-- Every revision of one template name, newest first: `tidings templates show`.
+SELECT * FROM templates
+WHERE tenant_id = %(tenant_id)s AND name = %(name)s
+ORDER BY revision DESC;
