@@ -42,14 +42,14 @@ from tidings.dispatch.record import (
     record_prepare_failure,
     record_released,
     record_results,
-    record_withdrawn,
 )
 from tidings.dispatch.sweep import sweep
 from tidings.dispatch.window import Window
+from tidings.dispatch.withheld import record_withheld
 from tidings.dispatch.worker_config import WorkerConfig as WorkerConfig  # callers build both
 from tidings.jobs.prepare import prepare_next
 from tidings.observability.alerts import AlertSweeper
-from tidings.observability.process_metrics import record_call_withheld, record_claim
+from tidings.observability.process_metrics import record_claim
 from tidings.platform.outbound import AddressPolicy, OutboundClient
 from tidings.providers.accounts import Factory, ProviderAccounts, from_environment
 from tidings.providers.base import ProviderAdapter
@@ -315,40 +315,36 @@ class WorkerSteps:
             self._release([claimed])
 
     def _mark_started(self, claims: Sequence[Claimed]) -> dict[Hashable, Verdict]:
-        marks = [
-            CallMark(
+        marks = {
+            c.intent.id: CallMark(
                 AttemptRef(c.intent.tenant_id, c.intent.id, c.n),
                 c.intent.version,
                 opted_out=c.opted_out,
                 suppressed=c.suppressed,
+                account=c.provider,
             )
             for c in claims
-        ]
+        }
         with self.runtime.db.statements() as conn:
-            found = mark_calls_started(conn, marks, self.owner, self.runtime.clock.now())
-        return {m.ref.intent_id: verdict_of(found.get(m.ref)) for m in marks}
+            found = mark_calls_started(
+                conn, list(marks.values()), self.owner, self.runtime.clock.now()
+            )
+        with self._inflight_lock:  # another worker's pause, learnt: this one keeps it too
+            for m in marks.values():
+                if (until := getattr(found.get(m.ref), "paused_until", None)) is not None:
+                    key: PauseKey = (m.account, m.ref.tenant_id)
+                    self._paused[key] = max(until, self._paused.get(key, until))
+        return {k: verdict_of(found.get(m.ref)) for k, m in marks.items()}
 
     def _not_called(self, claimed: Claimed, verdict: Verdict) -> IntentOutcome:
         """The read before the call found the claim no longer stands."""
-        now = self.runtime.clock.now()
+        due_at = self._paused_until(claimed.provider, claimed.intent.tenant_id)
         try:
-            with self.runtime.db.transaction() as conn:
-                if verdict is Verdict.KILLED:
-                    outcome = record_released(conn, claimed, now, code="KILL_SWITCH")
-                elif verdict is Verdict.STOPPED:
-                    # Due again at once: the gate reads the opt-out or
-                    # suppression and decides, with its own code.
-                    outcome = record_released(conn, claimed, now, code="RECIPIENT_STOPPED")
-                elif verdict is Verdict.EXPIRED:
-                    # Due again at once: the gate expires it, as any claim would.
-                    outcome = record_released(conn, claimed, now, code="EXPIRED")
-                else:
-                    outcome = record_withdrawn(conn, claimed, now)
+            return record_withheld(
+                self.runtime.db, claimed, verdict, self.runtime.clock.now(), due_at
+            )
         finally:
             self._release([claimed])
-        record_call_withheld(claimed.intent.channel, verdict.value)
-        log.info("provider call withheld", extra={"verdict": verdict.value})
-        return outcome
 
     def reconcile_for(self, budget_seconds: float, limit: int = 100) -> int:
         """Rounds of checks while a whole round was due, for at most about
