@@ -4,7 +4,9 @@ list and its redaction, and turning tracing on (docs/tracing.md)."""
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from uuid import UUID
 
 import pytest
@@ -97,3 +99,35 @@ def test_otlp_names_the_service_unless_the_environment_does(
     provider = tracing._otlp_provider("tidings")
     assert provider.resource.attributes["service.name"] == "notify-prod"
     provider.shutdown()
+
+
+def test_otlp_exports_to_the_endpoint_the_environment_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    received: list[tuple[str, bytes]] = []
+
+    class Collector(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            received.append((self.path, self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            return None
+
+    server = HTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+    monkeypatch.setattr(tracing, "_provider", None)
+    try:
+        tracing.configure("otlp")
+        with tracing.span("provider.call", attempt_key="k:1"):
+            pass
+        tracing.flush()
+    finally:
+        if tracing._provider is not None:
+            tracing._provider.shutdown()
+        server.shutdown()
+    [(path, body)] = received
+    assert path == "/v1/traces"
+    assert b"provider.call" in body and b"tidings.attempt_key" in body
