@@ -60,7 +60,7 @@ MODES: Final = ("off", "global", "otlp")
 # The tracer while tracing is on; None: every span is the no-op.
 _tracer: Any = None
 _lock = threading.Lock()
-_provider: Any = None  # the provider `otlp` installed, shut down at exit
+_provider: Any = None  # the provider `otlp` installed (the SDK shuts it down at exit)
 
 
 class NoSpan:
@@ -108,7 +108,7 @@ class Span(NoSpan):
 
     def __enter__(self) -> Span:
         # Exceptions are not recorded as events: their messages are not
-        # ours to vouch for. The status says the type, nothing more.
+        # ours to vouch for. The status says the error's code or type.
         self._cm = _tracer.start_as_current_span(
             self._name,
             attributes=clean(self._start),
@@ -125,7 +125,7 @@ class Span(NoSpan):
         tb: TracebackType | None,
     ) -> None:
         if kind is not None:
-            self.fail(str(getattr(error, "code", None) or kind.__name__))
+            self.fail(redact_text(str(getattr(error, "code", None) or kind.__name__)))
         self._cm.__exit__(kind, error, tb)
 
     def set(self, **attributes: Any) -> None:
