@@ -24,7 +24,7 @@ import psycopg
 from tidings.dispatch import faults
 from tidings.dispatch.allowance import consume, spend_keys
 from tidings.dispatch.backoff import PauseKey, note_answers
-from tidings.dispatch.boundaries import intent_context
+from tidings.dispatch.boundaries import call_span, claim_spans, intent_context, note_answer
 from tidings.dispatch.call_start import CallStarts, Verdict, verdict_of
 from tidings.dispatch.claim import Claimed, ClaimRequest, claim_batch
 from tidings.dispatch.event_push import EventPusher
@@ -137,22 +137,25 @@ class WorkerSteps:
             deadline_horizon_seconds=self.config.deadline_horizon_seconds,
         )
         started = time.monotonic()
-        try:
-            with self.runtime.db.transaction() as conn:
-                claimed = claim_batch(conn, request, self.runtime.clock.now(), self.facts)
-        except UNREADABLE as exc:
-            # One row of the batch cannot be read (invariant 11): claim it row
-            # by row, so that row is quarantined alone and the rest is sent.
-            log.warning("dispatch %s: unreadable batch (%s)", channel, type(exc).__name__)
-            claimed = claim_row_by_row(
-                self.runtime.db, request, self.runtime.clock.now(), self.facts
-            )
+        began = time.time_ns()
+        claimed = self._claim(request)
+        claim_spans(request, claimed, began, time.time_ns())
         self._log_claimed(claimed)
         urgent = sum(1 for c in claimed if c.intent.job_id is None)
         record_claim(channel, time.monotonic() - started, urgent, len(claimed) - urgent)
         if claimed:
             faults.point("after_claim")
         return claimed
+
+    def _claim(self, request: ClaimRequest) -> list[Claimed]:
+        try:
+            with self.runtime.db.transaction() as conn:
+                return claim_batch(conn, request, self.runtime.clock.now(), self.facts)
+        except UNREADABLE as exc:
+            # One row of the batch cannot be read (invariant 11): claim it row
+            # by row, so that row is quarantined alone and the rest is sent.
+            log.warning("dispatch %s: unreadable batch (%s)", request.channel, type(exc).__name__)
+            return claim_row_by_row(self.runtime.db, request, self.runtime.clock.now(), self.facts)
 
     def send_and_record(self, claimed: Claimed) -> IntentOutcome:
         self._hold([claimed])
@@ -283,7 +286,9 @@ class WorkerSteps:
         faults.point("before_send")
         log.info("provider call")
         started = time.monotonic()
-        result = call_provider(adapter, message, claimed.attempt_key)
+        with call_span(claimed) as span:
+            result = call_provider(adapter, message, claimed.attempt_key)
+            note_answer(span, result)
         if not isinstance(result, Retryable):  # a fast 429 must not widen the window
             self._windows[claimed.intent.channel].observe(time.monotonic() - started)
         log.info(
