@@ -59,7 +59,7 @@ MODES: Final = ("off", "global", "otlp")
 
 # The tracer while tracing is on; None: every span is the no-op.
 _tracer: Any = None
-_lock = threading.Lock()
+_lock = threading.RLock()  # configure() installs through use()
 _provider: Any = None  # the provider `otlp` installed (the SDK shuts it down at exit)
 
 
@@ -226,9 +226,7 @@ def configure(mode: str, service: str = "tidings") -> None:
             ) from None
         if mode == "otlp":
             _provider = _otlp_provider(service)
-            _tracer = _provider.get_tracer("tidings")
-        else:
-            _tracer = trace.get_tracer("tidings")
+        use(_provider if mode == "otlp" else trace.get_tracer_provider())
 
 
 def _otlp_provider(service: str) -> Any:
