@@ -91,7 +91,7 @@ class IntentIn(RequestModel):
     )
     variables: JsonObject = Field(
         default_factory=dict,
-        description="Values the template's variables take; never stored in logs",
+        description="Values for the template's variables, at most 16 KiB as JSON",
     )
     purpose: Text = Field(
         min_length=1,
@@ -117,7 +117,7 @@ class IntentIn(RequestModel):
         default=None,
         min_length=1,
         max_length=200,
-        description="Your id tying it to your own records; filterable and cancelable by",
+        description="Your id tying it to your own records; listing and cancel-many filter by it",
     )
     resend_budget: int | None = Field(
         default=None,
