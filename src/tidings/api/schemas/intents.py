@@ -36,8 +36,8 @@ class RecipientIn(RequestModel):
         default=None,
         max_length=35,
         examples=["en", "de-AT"],
-        description="BCP 47 language tag choosing the template's locale; null: the template's "
-        "default",
+        description="BCP 47 language tag choosing the template revision's locale; null: the "
+        "default locale (en)",
     )
     country: str | None = Field(
         None, pattern=r"^[A-Z]{2}$", description="For email, where a phone number cannot tell"
@@ -50,7 +50,7 @@ class TemplateRef(RequestModel):
         default=None,
         ge=1,
         le=MAX_INT4,
-        description="A revision to pin; null: the newest revision at creation",
+        description="A revision to pin; null: the newest in the recipient's locale at creation",
     )
 
 
@@ -314,13 +314,17 @@ class TimelineEntryOut(BaseModel):
     kind: str = Field(description="transition, attempt, observation or retention")
     from_state: str | None = Field(
         serialization_alias="from",
-        description="The state before a transition; null for other kinds",
+        description="The intent's state before, for a transition; null for other kinds",
     )
     to_state: str | None = Field(
-        serialization_alias="to", description="The state after a transition; null for other kinds"
+        serialization_alias="to",
+        description="The state after: the intent's, the attempt's, or the observed status; "
+        "null for retention",
     )
     event: str = Field(description="What happened, in a word")
-    actor: str = Field(description="Who did it: an API key, a worker, or system")
+    actor: str = Field(
+        description="Who did it: an API key's actor, worker, provider:NAME, retention, system"
+    )
     policy_version: str | None = Field(
         description="The policy version in force; null when none applied"
     )
