@@ -117,7 +117,9 @@ class JobIn(RequestModel):
 
 class JobAccepted(BaseModel):
     id: UUID = Field(description="The job's id")
-    status: str = Field(description="The job's status: preparing at first")
+    status: str = Field(
+        description="The job's status now, as `GET /v1/jobs/{id}` says (preparing when new)"
+    )
 
 
 class JobCost(BaseModel):
