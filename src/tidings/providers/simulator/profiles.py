@@ -211,7 +211,11 @@ PROFILES: dict[str, Profile] = {
                 ("delivered", None): ("Delivery", None),
                 ("undelivered", "BOUNCED"): ("Bounce", "SoftBounce"),
                 ("undelivered", None): ("Bounce", "Transient"),
-                ("failed", "CONTENT_REJECTED"): ("Bounce", "BadEmailAddress"),
+                # Postmark's bounce types: content refused after acceptance is
+                # a SpamNotification (BadEmailAddress would say the address
+                # does not exist); an ISP's block of the sender is Blocked.
+                ("failed", "CONTENT_REJECTED"): ("Bounce", "SpamNotification"),
+                ("failed", "SENDER_REJECTED"): ("Bounce", "Blocked"),
                 ("failed", None): ("Bounce", "HardBounce"),
             },
             search_visible_after_ms=1_000.0,
