@@ -215,6 +215,20 @@ def test_a_soft_bounce_webhook_is_undelivered_and_suppresses_nobody() -> None:
     assert feedback.lesson(obs.status.value, obs.code) is None
 
 
+def test_a_spam_complaint_webhook_suppresses_as_a_complaint() -> None:
+    core, adapter, clock = wired()
+    accepted = adapter.send(mail("complaint@example.test"), "tdg:k:16")
+    assert isinstance(accepted, Accepted)
+    [(obs, body)] = _hooks(core, clock, adapter)
+    assert body["RecordType"] == "SpamComplaint" and body["Inactive"] is True
+    assert obs.status is ObservedStatus.delivered and obs.code == RejectCode.COMPLAINT
+    assert feedback.lesson(obs.status.value, obs.code) == feedback.Lesson(
+        "suppression", feedback.COMPLAINT
+    )
+    found = adapter.status(accepted.provider_message_id)
+    assert found is not None and found.status is ObservedStatus.delivered
+
+
 def test_webhooks_carry_postmarks_basic_credentials() -> None:
     core, adapter, clock = wired()
     _, stranger, _ = wired(hook_password="someone-else")

@@ -209,6 +209,7 @@ PROFILES: dict[str, Profile] = {
                 ("queued", None): ("Queued", None),
                 ("sent", None): ("Sent", None),
                 ("delivered", None): ("Delivery", None),
+                ("delivered", "COMPLAINT"): ("SpamComplaint", "SpamComplaint"),
                 ("undelivered", "BOUNCED"): ("Bounce", "SoftBounce"),
                 ("undelivered", None): ("Bounce", "Transient"),
                 # Postmark's bounce types: content refused after acceptance is

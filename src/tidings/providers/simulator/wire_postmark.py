@@ -22,12 +22,14 @@ What it speaks, each from Postmark's published documentation:
   `{TotalCount, Messages}`
   (https://postmarkapp.com/developer/api/messages-api,
   https://postmarkapp.com/blog/messageevents-every-message-event-in-one-api-call).
-* webhooks: a JSON POST per event, `RecordType` `Delivery` or `Bounce` (with
+* webhooks: a JSON POST per event, `RecordType` `Delivery`, `Bounce` (with
   `Type` and `TypeCode` from Postmark's bounce types, `Inactive` after a
-  hard bounce or a complaint), unsigned and authenticated only by the Basic
-  credentials written into the webhook URL
+  hard bounce) or `SpamComplaint` (the address deactivated for good),
+  unsigned and authenticated only by the Basic credentials written into the
+  webhook URL
   (https://postmarkapp.com/developer/webhooks/delivery-webhook,
   https://postmarkapp.com/developer/webhooks/bounce-webhook,
+  https://postmarkapp.com/developer/webhooks/spam-complaint-webhook,
   https://postmarkapp.com/developer/api/bounce-api#bounce-types,
   https://postmarkapp.com/developer/webhooks/webhooks-overview).
 
@@ -243,7 +245,7 @@ def _state(raw_status: str, raw_code: object) -> tuple[str, str | None]:
     kind = raw_status.lower()
     if kind == "queued":
         return "Queued", None
-    if kind in ("delivery", "delivered"):
+    if kind in ("delivery", "delivered", "spamcomplaint"):
         return "Sent", "Delivered"
     if kind == "bounce":
         return "Sent", "Transient" if raw_code in _TEMPORARY else "Bounced"
@@ -299,6 +301,26 @@ def webhook(receipt: Receipt, server: PostmarkServer) -> tuple[dict[str, str], b
             "DumpAvailable": False,
             "Inactive": code in _DEACTIVATING,
             "CanActivate": True,
+            "Subject": "",
+            **common,
+        }
+    elif raw == "SpamComplaint":
+        body = {
+            "RecordType": "SpamComplaint",
+            "ID": int(str(event["event_id"])[2:14], 16),
+            "Type": "SpamComplaint",
+            # The webhook page's example says 512 where the bounce types
+            # table lists 100001 for SpamComplaint: the webhook's is kept.
+            "TypeCode": 512,
+            "Name": "Spam complaint",
+            "Description": "",
+            "Details": "simulated spam complaint",
+            "Email": receipt.to,
+            "From": "",
+            "BouncedAt": event["occurred_at"],
+            "DumpAvailable": False,
+            "Inactive": True,
+            "CanActivate": False,
             "Subject": "",
             **common,
         }
