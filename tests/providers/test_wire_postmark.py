@@ -282,3 +282,20 @@ def test_the_dispatcher_posts_postmark_webhooks_and_no_sent_stage() -> None:
     assert obs.attempt_key == "tdg:k:15" and obs.status is ObservedStatus.failed
     states = sorted(r["state"] for r in core.receipts())
     assert states == ["delivered", "dropped"]  # the "Sent" stage posts nothing
+
+
+def test_duplicated_webhooks_share_their_dedupe_key() -> None:
+    core, adapter, clock = wired(duplicate_rate=1.0)
+    adapter.send(mail("hardbounce@example.test"), "tdg:k:17")
+    seen = _hooks(core, clock, adapter)
+    assert len(seen) == 2
+    assert len({obs.dedupe_key for obs, _ in seen}) == 1
+
+
+def test_a_lost_webhook_leaves_the_outcome_to_the_details_lookup() -> None:
+    core, adapter, clock = wired(loss_rate=1.0)
+    accepted = adapter.send(mail("hardbounce@example.test"), "tdg:k:18")
+    assert isinstance(accepted, Accepted)
+    assert _hooks(core, clock, adapter) == []
+    found = adapter.status(accepted.provider_message_id)
+    assert found is not None and found.status is ObservedStatus.failed
