@@ -23,6 +23,11 @@ E-mail, by the local part before any "+tag" (so "bounce+42@x.test" works):
     bounce     accepted, later undelivered / BOUNCED (a soft bounce)
     hardbounce accepted, later failed / BOUNCED (suppresses the address)
     fail       accepted, later failed / CONTENT_REJECTED
+    blocked    accepted, later failed / SENDER_REJECTED (an ISP's block of the
+               sender: Postmark's Blocked bounce, which suppresses nobody)
+    complaint  accepted, delivered, then marked as spam / COMPLAINT, where the
+               profile's provider reports it (Postmark's SpamComplaint);
+               elsewhere simply delivered
 
 Anything else is subject to the configured rates. An SMS `to` that is not
 6-15 digits (optional "+") or an e-mail without "@" is INVALID_DESTINATION.
@@ -68,6 +73,8 @@ EMAIL_LOCAL_PARTS = {
     "bounce": Magic("final", "undelivered", "BOUNCED"),
     "hardbounce": Magic("final", "failed", "BOUNCED"),
     "fail": Magic("final", "failed", "CONTENT_REJECTED"),
+    "blocked": Magic("final", "failed", "SENDER_REJECTED"),
+    "complaint": Magic("final", "delivered", "COMPLAINT"),
 }
 _SMS = re.compile(r"\+?\d{6,15}")
 
