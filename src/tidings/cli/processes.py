@@ -24,6 +24,7 @@ from tidings.cli.common import (
 from tidings.cli.stop import bound_the_stop, stop_on_signals
 from tidings.platform.settings import Settings
 from tidings.providers.simulator.profiles import PROFILE_CHOICES
+from tidings.store.embedded import release as release_embedded
 
 if TYPE_CHECKING:
     from tidings.providers.base import ProviderAdapter
@@ -93,6 +94,7 @@ def worker(
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
+    release_embedded()  # os._exit runs no exit handler
     os._exit(0)
 
 
