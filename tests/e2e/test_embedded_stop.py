@@ -62,6 +62,13 @@ def stopped(home: Path) -> bool:
     return not postmasters(home) and not (home / "pgdata" / "postmaster.pid").exists()
 
 
+def alive(proc: psutil.Process) -> bool:
+    try:
+        return bool(proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
+
+
 def assert_stops(home: Path) -> None:
     wait_until(lambda: stopped(home), STOP_WAIT, "the embedded PostgreSQL to stop")
 
@@ -133,11 +140,13 @@ def test_a_stopped_up_stops_the_server_and_the_simulator(
     args = ("up", "--port", ports[0], "--simulator-port", ports[1], "--metrics-port", ports[2])
     proc = tidings(home, *args, log=log)
     wait_until(lambda: "development API key:" in log.read_text(), 60, "tidings up's key")
-    simulator = [c for c in psutil.Process(proc.pid).children() if "simulator" in c.cmdline()]
+    children = psutil.Process(proc.pid).children()
+    simulator = [c for c in children if "tidings.providers.simulator" in c.cmdline()]
+    assert simulator, log.read_text()
     proc.send_signal(sig)
     assert finish(proc, log) == 0, log.read_text()
     assert_stops(home)
-    assert not [s for s in simulator if s.is_running() and s.status() != psutil.STATUS_ZOMBIE]
+    wait_until(lambda: not any(map(alive, simulator)), STOP_WAIT, "the simulator to exit")
 
 
 def test_a_stopped_worker_stops_the_server(home: Path, tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ parent's server, and only the process that joined lets go.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import signal
@@ -88,7 +89,8 @@ def _runtime_dir(home: Path) -> None:
         return
     run = home / "run"
     make_private_dir(run)
-    os.chmod(run, PRIVATE_DIR)  # one made 0755 by an earlier version
+    with contextlib.suppress(OSError):  # not ours: platformdirs says why it is ignored
+        os.chmod(run, PRIVATE_DIR)  # made 0755 by an earlier version, or by pgserver as root
     os.environ["XDG_RUNTIME_DIR"] = str(run)
 
 
