@@ -77,6 +77,8 @@ def finish(proc: subprocess.Popen[bytes], log: Path, timeout: float = 60.0) -> i
     try:
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            child.kill()
         proc.kill()
         proc.wait()
         raise AssertionError(log.read_text(errors="replace")[-4000:]) from None
@@ -111,14 +113,22 @@ def home(seeded: Path, tmp_path: Path) -> Iterator[Path]:
     copy = tmp_path / "home"
     # cp -a keeps the owner: as root, pgserver runs PostgreSQL as its own user.
     subprocess.run(["cp", "-a", str(seeded), str(copy)], check=True)
-    started = psutil.Process().children(recursive=True)
     yield copy
     # Whatever a failed test left: only this test's processes and server.
-    for proc in psutil.Process().children(recursive=True):
-        if proc not in started:
-            proc.kill()
-    for proc in postmasters(copy):
+    for proc in [*using(copy), *postmasters(copy)]:
         proc.kill()
+
+
+def using(home: Path) -> list[psutil.Process]:
+    """The processes started with this home, orphans included."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("TIDINGS_HOME") == str(home):
+                found.append(proc)
+        except psutil.Error:  # gone, or not ours to read
+            continue
+    return found
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -147,6 +157,23 @@ def test_a_stopped_up_stops_the_server_and_the_simulator(
     assert finish(proc, log) == 0, log.read_text()
     assert_stops(home)
     wait_until(lambda: not any(map(alive, simulator)), STOP_WAIT, "the simulator to exit")
+
+
+@pytest.mark.parametrize("command", ["serve", "up"])
+def test_a_stop_while_the_server_starts_stops_it(home: Path, tmp_path: Path, command: str) -> None:
+    """SIGTERM as the server starts: whatever the moment, nothing is left
+    (and `serve` does not go on to serve)."""
+    log = tmp_path / f"{command}.log"
+    ports = [str(free_port()) for _ in range(3)]
+    args = {
+        "serve": ("serve", "--port", ports[0]),
+        "up": ("up", "--port", ports[0], "--simulator-port", ports[1], "--metrics-port", ports[2]),
+    }[command]
+    proc = tidings(home, *args, log=log)
+    wait_until(lambda: (home / "pgdata" / "postmaster.pid").exists(), 60, "the server starting")
+    proc.send_signal(signal.SIGTERM)
+    assert finish(proc, log) in (0, 128 + signal.SIGTERM), log.read_text()
+    assert_stops(home)
 
 
 def test_a_stopped_worker_stops_the_server(home: Path, tmp_path: Path) -> None:

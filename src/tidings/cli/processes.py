@@ -173,12 +173,13 @@ def serve(
     # A stop while waiting is clean; once serving, uvicorn's handling (and
     # what it re-raises at exit) applies exactly as before.
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    stop = stop_on_signals()
     try:
-        url = await_database(settings, database_wait_seconds, stop_on_signals())
+        url = await_database(settings, database_wait_seconds, stop)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if url is None:
+    if url is None or stop.is_set():  # a stop that came during the migrations, too
         return
     if workers > 1:
         from tidings.api.serve import serve_processes
