@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -91,32 +94,48 @@ def serve(home: Path, log: Path, *args: str) -> tuple[subprocess.Popen[bytes], i
     return proc, port
 
 
+@contextmanager
+def scratch() -> Iterator[Path]:
+    """A directory outside pytest's: run as root, pgserver runs PostgreSQL
+    as its own user, who must reach the data directory, and another pytest
+    run narrows /tmp/pytest-of-root to 0700 when it starts."""
+    path = Path(tempfile.mkdtemp(prefix="tidings-embedded-stop-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def seeded() -> Iterator[Path]:
     """A home whose data directory is initialised and migrated, by a short
     command that must itself stop the server it started; each test gets a
     copy, so each pays for a start, not for initdb."""
-    home = tmp_path_factory.mktemp("seed") / "home"
-    log = home.parent / "migrate.log"
-    try:
-        code = finish(tidings(home, "migrate", log=log), log)
-        assert code == 0, log.read_text()
-        assert_stops(home)
-    finally:
-        for proc in postmasters(home):
-            proc.kill()
-    return home
+    with scratch() as scratch_dir:
+        home = scratch_dir / "home"
+        log = scratch_dir / "migrate.log"
+        try:
+            code = finish(tidings(home, "migrate", log=log), log)
+            assert code == 0, log.read_text()
+            assert_stops(home)
+        finally:
+            for proc in postmasters(home):
+                proc.kill()
+        yield home
 
 
 @pytest.fixture
-def home(seeded: Path, tmp_path: Path) -> Iterator[Path]:
-    copy = tmp_path / "home"
-    # cp -a keeps the owner: as root, pgserver runs PostgreSQL as its own user.
-    subprocess.run(["cp", "-a", str(seeded), str(copy)], check=True)
-    yield copy
-    # Whatever a failed test left: only this test's processes and server.
-    for proc in [*using(copy), *postmasters(copy)]:
-        proc.kill()
+def home(seeded: Path) -> Iterator[Path]:
+    with scratch() as scratch_dir:
+        copy = scratch_dir / "home"
+        # cp -a keeps the owner: as root, pgserver runs PostgreSQL as its own user.
+        subprocess.run(["cp", "-a", str(seeded), str(copy)], check=True)
+        try:
+            yield copy
+        finally:
+            # Whatever a failed test left: only this test's processes and server.
+            for proc in [*using(copy), *postmasters(copy)]:
+                proc.kill()
 
 
 def using(home: Path) -> list[psutil.Process]:
@@ -170,7 +189,10 @@ def test_a_stop_while_the_server_starts_stops_it(home: Path, tmp_path: Path, com
         "up": ("up", "--port", ports[0], "--simulator-port", ports[1], "--metrics-port", ports[2]),
     }[command]
     proc = tidings(home, *args, log=log)
-    wait_until(lambda: (home / "pgdata" / "postmaster.pid").exists(), 60, "the server starting")
+    deadline = time.monotonic() + 60
+    while not (home / "pgdata" / "postmaster.pid").exists():
+        assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
+        time.sleep(0.005)  # the window is short: while pg_ctl waits for the server
     proc.send_signal(signal.SIGTERM)
     assert finish(proc, log) in (0, 128 + signal.SIGTERM), log.read_text()
     assert_stops(home)
