@@ -170,8 +170,8 @@ def serve(
     from tidings.providers.routing import adapters_from_settings, by_name
 
     settings = Settings()
-    # A stop while waiting is clean; once serving, uvicorn's handling (and
-    # what it re-raises at exit) applies exactly as before.
+    # A stop while waiting is clean; once serving, uvicorn's handling
+    # applies (api/serve.py makes the SIGTERM it re-raises at exit clean).
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     stop = stop_on_signals()
     try:

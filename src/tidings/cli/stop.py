@@ -12,6 +12,8 @@ import time
 from tidings.store.embedded import release as release_embedded
 
 STOP_OVERRUN_EXIT = 70  # EX_SOFTWARE
+# Stopping the embedded PostgreSQL on the way out of an overrun stop.
+RELEASE_SECONDS = 15.0
 
 
 def bound_the_stop(stop: threading.Event, seconds: float) -> None:
@@ -28,7 +30,11 @@ def bound_the_stop(stop: threading.Event, seconds: float) -> None:
         sys.stderr.write(f"stop overran {seconds:.0f} s; threads:\n")
         faulthandler.dump_traceback(all_threads=True)
         sys.stderr.flush()
-        release_embedded()  # os._exit runs no exit handler
+        # os._exit runs no exit handler; the release is bounded too, so
+        # this backstop cannot hang on it.
+        releasing = threading.Thread(target=release_embedded, daemon=True)
+        releasing.start()
+        releasing.join(RELEASE_SECONDS)
         os._exit(STOP_OVERRUN_EXIT)
 
     threading.Thread(target=watch, name="stop-watch", daemon=True).start()
