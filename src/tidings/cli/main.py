@@ -9,6 +9,7 @@ import typer
 from tidings.cli import development, operations, policies, processes, templates
 from tidings.cli.intents import intents_app
 from tidings.cli.keys import keys_app
+from tidings.cli.stop import exit_on_sigterm
 from tidings.cli.suppressions import suppressions_app
 
 app = typer.Typer(
@@ -73,6 +74,7 @@ policy_app.command("show")(policies.show)
 
 
 def main() -> None:
+    exit_on_sigterm()
     app()
 
 
