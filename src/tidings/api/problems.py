@@ -26,6 +26,7 @@ from tidings.domain.errors import (
     Conflict,
     InvalidInput,
     InvalidLine,
+    InvalidLines,
     MissingVariables,
     NotFound,
     RequestLimited,
@@ -47,6 +48,7 @@ PENDING_ADMISSION = "pending_admission"
 class FieldProblem(BaseModel):
     field: str
     message: str
+    line: int | None = None
     code: str | None = None
     severity: str | None = None
 
@@ -174,6 +176,12 @@ def from_api_error(exc: ApiError) -> JSONResponse:
 
 
 def from_domain_error(exc: TidingsError) -> JSONResponse:
+    if isinstance(exc, InvalidLines):
+        errors = [
+            {"field": e.field, "message": redact_text(e.message), "line": e.line}
+            for e in exc.errors
+        ]
+        return problem(422, exc.code, exc.message, field=exc.field, line=exc.line, errors=errors)
     if isinstance(exc, InvalidLine):
         return problem(422, exc.code, exc.message, field=exc.field, line=exc.line)
     if isinstance(exc, MissingVariables):
