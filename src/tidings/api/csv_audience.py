@@ -29,8 +29,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from tidings.api.schemas.jobs import AudienceMemberIn
-from tidings.domain.errors import InvalidInput, InvalidLine, InvalidLines
-from tidings.jobs.request import parse_member
+from tidings.client.uploads import member_problems
+from tidings.domain.errors import InvalidLine, InvalidLines
 
 MEDIA_TYPES = ("text/csv", "application/csv")
 # A row, quoted newlines and all, may weigh what an NDJSON line may.
@@ -48,7 +48,6 @@ FIELDS = {
     "preferences": "preferences",
 }
 IDENTIFYING = {"ref", "phone", "email"}
-CHECKED = ("phone", "email", "timezone", "locale", "preferences", "variables")
 
 
 @dataclass(frozen=True)
@@ -188,22 +187,7 @@ def _problems(item: dict[str, Any]) -> list[tuple[str, str]]:
         # Only pydantic's message and location, never its `input`.
         found = exc.errors(include_url=False, include_input=False)
         return [(_field(e["loc"]), e["msg"]) for e in found]
-    try:
-        parse_member(parsed)
-    except InvalidInput as first:
-        return _each(parsed) or [(first.field, first.message)]
-    return []
-
-
-def _each(item: dict[str, Any]) -> list[tuple[str, str]]:
-    found = []
-    for field in CHECKED:
-        if field in item:
-            try:
-                parse_member({"ref": item["ref"], field: item[field]})
-            except InvalidInput as exc:
-                found.append((exc.field, exc.message))
-    return found
+    return member_problems(parsed)
 
 
 def _field(loc: Sequence[int | str]) -> str:

@@ -33,7 +33,13 @@ class JobIn(RequestModel):
     purpose: Text = Field(min_length=1, max_length=200)
     template: TemplateRef
     channels: list[Literal["sms", "email"]] = Field(min_length=1, max_length=2)
-    channel_mode: Literal["preferred", "all"] = "preferred"
+    channel_mode: Literal["preferred", "all", "first_available"] = Field(
+        default="preferred",
+        description="`preferred`: one channel per recipient, their first preference or the "
+        "job's first channel; `all`: every channel they take; `first_available`: the first "
+        "channel they can be reached on, where the purpose's policy sets `channel_fallback` "
+        "(docs/jobs.md, channel modes)",
+    )
     audience: list[AudienceMemberIn] | None = Field(
         default=None,
         min_length=1,
