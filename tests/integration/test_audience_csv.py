@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from tidings import ManualClock, Tidings
 from tidings.api.app import create_app
+from tidings.policies import builtin_document
 from tidings.providers.simulator.records import destination_hash
 
 from .api_support import auth, client, count, is_problem, new_key
@@ -250,3 +252,28 @@ def test_the_openapi_document_offers_both_formats(tidings: Tidings) -> None:
     document = create_app(tidings).openapi()
     content = document["paths"]["/v1/audiences"]["post"]["requestBody"]["content"]
     assert set(content) == {"application/x-ndjson", "text/csv"}
+
+
+def test_a_csv_job_falls_back_to_email_where_the_policy_allows(
+    tidings: Tidings, clock: ManualClock, api: tuple[TestClient, str]
+) -> None:
+    # Issue 40: a recipient of an ["sms", "email"] job with only an e-mail
+    # address gets nothing in `preferred` mode, and the e-mail in
+    # `first_available` once the policy allows it.
+    http, key = api
+    body = "phone number,email address,name,seat\n+14155550101,,Ada,4\n,b@example.com,Bo,5\n"
+    refused = job_body(upload(http, key, body.encode()).json()["id"], ["sms", "email"])
+    refused["channel_mode"] = "first_available"
+    found = is_problem(http.post("/v1/jobs", json=refused, headers=auth(key)), 422, "INVALID_INPUT")
+    assert found["field"] == "channel_mode"
+
+    doc: dict[str, Any] = copy.deepcopy(builtin_document("default"))
+    doc["version"] = "fallback"
+    doc["purposes"]["transactional"]["channel_fallback"] = True
+    tidings.publish_policy(doc)
+    reply = http.post("/v1/jobs", json=refused, headers=auth(key))
+    assert reply.status_code == 202, reply.text
+    job_id = reply.json()["id"]
+    sent = send_all(tidings, clock, job_id)
+    assert sorted(s["channel"] for s in sent) == ["email", "sms"]
+    assert tidings.job(job_id)["counts"] == {"delivered": 2}
