@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -48,11 +49,22 @@ def start(
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
         if "development API key:" in line:
+            _drain(proc)
             return proc, line.split()[-1]
         if not line and proc.poll() is not None:
             break
     proc.kill()
     raise AssertionError("tidings up did not print a key")
+
+
+def _drain(proc: subprocess.Popen[str]) -> None:
+    """Read what `up` prints from now on (its log lines), so a full pipe
+    never blocks it; kept on `proc.printed` for a test to look at."""
+    printed: list[str] = []
+    proc.printed = printed  # type: ignore[attr-defined]
+    assert proc.stdout is not None
+    stdout = proc.stdout
+    threading.Thread(target=lambda: printed.extend(stdout), daemon=True).start()
 
 
 def wait_for(url: str, key: str, predicate: Any) -> dict[str, Any]:
@@ -100,6 +112,10 @@ def test_up_serves_sends_stops_and_resumes(db_url: str, tmp_path: Path) -> None:
         scrape = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics").text
         assert set(re.findall(r"^# HELP (\S+)", scrape, re.MULTILINE)) == PINNED
         assert 'tidings_intents{state="delivered",tenant="default"} 1.0' in scrape
+        # Its log lines, readable, with the intent they are about.
+        logged = [line for line in proc.printed if intent_id in line]  # type: ignore[attr-defined]
+        assert any("attempt recorded" in line for line in logged), proc.printed[-20:]  # type: ignore[attr-defined]
+        assert not any(line.startswith("{") for line in proc.printed)  # type: ignore[attr-defined]
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from tidings.cli.common import console, errors
+from tidings.cli.common import LogFormat, LogLevel, configure_logs, console, errors
 from tidings.cli.stop import stop_on_signals
 from tidings.platform.settings import Settings
 from tidings.platform.signal_wait import wait_for_signal
@@ -18,9 +18,14 @@ def up(
     port: Annotated[int, typer.Option(help="API and console port")] = 8000,
     simulator_port: Annotated[int, typer.Option(help="provider simulator port")] = 8099,
     metrics_port: Annotated[int, typer.Option(help="Prometheus /metrics port")] = 9464,
+    log_format: LogFormat = "",
+    log_level: LogLevel = "",
 ) -> None:
     """Everything at once: embedded database, API, console, worker, simulator."""
     from tidings.cli.devstack import DevStack
+
+    # Readable lines by default: a person is watching this terminal.
+    configure_logs(log_format or os.environ.get("TIDINGS_LOG_FORMAT") or "console", log_level)
 
     # A development stack: event webhooks to a receiver on this machine are
     # the point (src/tidings/platform/outbound.py); set it to 0 to try the refusal.

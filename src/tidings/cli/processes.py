@@ -90,6 +90,9 @@ def worker(
     # and leased: lease recovery settles them as after a crash, so waiting
     # gains nothing, and a supervisor's stop timeout would end in SIGKILL.
     console.print(f"worker stopped; {unfinished} unfinished provider calls left to lease recovery")
+    from tidings.platform import tracing
+
+    tracing.flush()  # os._exit skips the exporter's own flush at exit
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
