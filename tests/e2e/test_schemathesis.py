@@ -46,10 +46,11 @@ CHECKS = [
 schema = schemathesis.openapi.from_dict(openapi_document())
 
 
-@schemathesis.serializer("application/x-ndjson")
+@schemathesis.serializer("application/x-ndjson", "text/csv")
 def ndjson(ctx: Any, value: Any) -> bytes:
-    # Uploaded audiences are documented as text, one JSON object per line;
-    # a lone surrogate goes out as the invalid UTF-8 a client could send.
+    # Uploaded audiences are documented as text, one JSON object per line
+    # or CSV rows; a lone surrogate goes out as the invalid UTF-8 a client
+    # could send.
     return str(value).encode("utf-8", "surrogatepass")
 
 

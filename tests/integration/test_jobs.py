@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import secrets
 import threading
 from typing import Any
@@ -9,9 +10,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from tidings import IdempotencyConflict, IntentState, ManualClock, Tidings
+from tidings import IdempotencyConflict, IntentState, InvalidInput, ManualClock, Tidings
 from tidings.dispatch.message import TemplateCache, prepare
 from tidings.jobs import prepare as prepare_module
+from tidings.policies import builtin_document
 
 from .dispatch_helpers import sends, simulator, worker
 
@@ -322,3 +324,61 @@ def test_two_jobs_for_the_same_report_revision_each_count_their_whole_audience(
     with psycopg.connect(db_url) as conn:
         assert count(conn, "SELECT count(*) FROM intents") == 8
         assert count(conn, "SELECT count(DISTINCT idempotency_key) FROM intents") == 8
+
+
+def fallback_policy(t: Tidings, allowed: bool) -> None:
+    doc: dict[str, Any] = copy.deepcopy(builtin_document("default"))
+    doc["version"] = f"fallback-{allowed}"
+    doc["purposes"]["transactional"]["channel_fallback"] = allowed
+    t.publish_policy(doc)
+
+
+def test_first_available_needs_the_policy_to_allow_it(tidings: Tidings) -> None:
+    publish_report_templates(tidings)
+    fallback_policy(tidings, allowed=False)
+    with pytest.raises(InvalidInput) as refused:
+        report_job(tidings, channels=["sms", "email"], channel_mode="first_available", report=None)
+    assert refused.value.field == "channel_mode"
+    assert "channel_fallback" in refused.value.message
+
+
+def test_first_available_falls_back_and_records_why(tidings: Tidings, db_url: str) -> None:
+    publish_report_templates(tidings)
+    fallback_policy(tidings, allowed=True)
+    members = [
+        {"ref": "both", "phone": "+14155550123", "email": "both@example.com"},
+        {"ref": "mail-only", "email": "mail@example.com"},
+        {"ref": "neither-left", "phone": "+14155550199"},
+    ]
+    tidings.opt_out("sms", "+14155550199")
+    job = report_job(
+        tidings,
+        channels=["sms", "email"],
+        channel_mode="first_available",
+        audience=members,
+        report=None,
+        idempotency_key="fallback-1",
+    )
+    tidings.prepare_jobs()
+    items = {i["recipient_ref"]: i for i in tidings.job_recipients(job["id"])["items"]}
+    assert {r: (i["channel"], i["state"], i["code"]) for r, i in items.items()} == {
+        "both": ("sms", "pending", "ALLOWED"),
+        "mail-only": ("email", "pending", "ALLOWED"),
+        "neither-left": ("sms", "no_permitted_channel", "OPTED_OUT"),
+    }
+    with psycopg.connect(db_url) as conn:
+        audit = dict(
+            conn.execute(
+                "SELECT i.recipient_ref, t.input -> 'decision_inputs' FROM transitions t"
+                " JOIN intents i ON i.id = t.intent_id WHERE t.from_state IS NULL"
+                " AND i.job_id = %s",
+                (job["id"],),
+            ).fetchall()
+        )
+    assert audit["both"] is None  # nothing passed over: decided at claim as usual
+    fallback = audit["mail-only"]["fallback"]
+    assert fallback["channel_mode"] == "first_available"
+    assert fallback["passed_over"] == [{"channel": "sms", "code": "NO_DESTINATION"}]
+    assert fallback["allowed_by"] == "purposes.transactional.channel_fallback"
+    passed = audit["neither-left"]["fallback"]["passed_over"]
+    assert [p["code"] for p in passed] == ["OPTED_OUT", "NO_DESTINATION"]

@@ -52,3 +52,29 @@ def test_retryable_denials_still_queue() -> None:
 def test_missing_destination_is_named() -> None:
     [o] = resolve(["sms"], [], Mode.PREFERRED, facts(sms=None))
     assert (o.code, o.excluded_as) == ("NO_DESTINATION", "no_permitted_channel")
+
+
+def test_first_available_sends_on_the_first_channel_with_a_destination() -> None:
+    [o] = resolve(["sms", "email"], [], Mode.FIRST_AVAILABLE, facts(sms=None, email=ALLOW))
+    assert (o.channel, o.sendable, o.code) == ("email", True, "ALLOWED")
+    assert o.passed_over == (("sms", "NO_DESTINATION"),)
+
+
+def test_first_available_follows_preferences_and_passes_over_a_denial() -> None:
+    out = resolve(
+        ["sms", "email"], ["email", "sms"], Mode.FIRST_AVAILABLE, facts(sms=ALLOW, email=CONSENT)
+    )
+    assert [(o.channel, o.sendable, o.passed_over) for o in out] == [
+        ("sms", True, (("email", "CONSENT_MISSING"),))
+    ]
+
+
+def test_first_available_takes_the_first_when_it_is_sendable() -> None:
+    [o] = resolve(["sms", "email"], [], Mode.FIRST_AVAILABLE, facts(sms=ALLOW, email=ALLOW))
+    assert (o.channel, o.sendable, o.passed_over) == ("sms", True, ())
+
+
+def test_first_available_with_no_channel_left_names_the_first() -> None:
+    [o] = resolve(["sms", "email"], [], Mode.FIRST_AVAILABLE, facts(sms=None, email=CONSENT))
+    assert (o.channel, o.code, o.excluded_as) == ("sms", "NO_DESTINATION", "no_permitted_channel")
+    assert o.passed_over == (("sms", "NO_DESTINATION"), ("email", "CONSENT_MISSING"))

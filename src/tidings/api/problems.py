@@ -26,6 +26,7 @@ from tidings.domain.errors import (
     Conflict,
     InvalidInput,
     InvalidLine,
+    InvalidLines,
     MissingVariables,
     NotFound,
     RequestLimited,
@@ -47,6 +48,11 @@ PENDING_ADMISSION = "pending_admission"
 class FieldProblem(BaseModel):
     field: str = Field(description="The field at fault, as a dotted path (recipient.phone)")
     message: str = Field(description="What is wrong with it")
+    line: int | None = Field(
+        default=None,
+        description="The line of a streamed body the problem is at (a CSV upload's row starts"
+        " there), from 1; null otherwise",
+    )
     code: str | None = Field(
         default=None,
         description="A stable code for the problem, where there is one; null otherwise",
@@ -191,6 +197,12 @@ def from_api_error(exc: ApiError) -> JSONResponse:
 
 
 def from_domain_error(exc: TidingsError) -> JSONResponse:
+    if isinstance(exc, InvalidLines):
+        errors = [
+            {"field": e.field, "message": redact_text(e.message), "line": e.line}
+            for e in exc.errors
+        ]
+        return problem(422, exc.code, exc.message, field=exc.field, line=exc.line, errors=errors)
     if isinstance(exc, InvalidLine):
         return problem(422, exc.code, exc.message, field=exc.field, line=exc.line)
     if isinstance(exc, MissingVariables):

@@ -16,7 +16,10 @@ from tidings.jobs.request import AudienceMember, parse_member
 from tidings.jobs.uploads import CHUNK_ROWS, Staging, Upload, discard
 from tidings.store.database import Database
 
-__all__ = ["Upload", "UploadStaging"]
+__all__ = ["Upload", "UploadStaging", "member_problems"]
+
+# The fields `member_problems` checks one by one, in the order it names them.
+CHECKED = ("phone", "email", "timezone", "locale", "preferences", "variables")
 
 
 class UploadStaging:
@@ -57,3 +60,25 @@ def _member(number: int, item: Mapping[str, Any]) -> AudienceMember:
         return parse_member(dict(item))
     except InvalidInput as exc:
         raise InvalidLine(number, exc.field, exc.message) from None
+
+
+def member_problems(item: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(field, message) for every field of one recipient that `add` would
+    refuse, so a caller can name them all (a CSV row's bad cells) rather
+    than the first; empty when the recipient is fine."""
+    try:
+        parse_member(dict(item))
+    except InvalidInput as first:
+        return _each(item) or [(first.field, first.message)]
+    return []
+
+
+def _each(item: Mapping[str, Any]) -> list[tuple[str, str]]:
+    found = []
+    for field in CHECKED:
+        if field in item:
+            try:
+                parse_member({"ref": item.get("ref") or "-", field: item[field]})
+            except InvalidInput as exc:
+                found.append((exc.field, exc.message))
+    return found

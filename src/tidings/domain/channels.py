@@ -7,12 +7,19 @@ permitted, a terminal `no_permitted_channel` naming why; offering another
 channel is a new decision with its own evidence. In `all` mode every job
 channel the recipient accepts gets its own intent (a report by e-mail and
 an SMS notice), each allowed or excluded on its own.
+
+`first_available` is the explicit fallback a job may ask for where its
+purpose's policy allows it (`channel_fallback`): one intent, on the first
+channel, in the recipient's order (their preferences, else the job's),
+that has a destination and is not refused for good; the channels passed
+over are named on the outcome so the fallback is audited as a decision
+of its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from tidings.domain.policy import Decision
@@ -21,6 +28,7 @@ from tidings.domain.policy import Decision
 class Mode(StrEnum):
     PREFERRED = "preferred"
     ALL = "all"
+    FIRST_AVAILABLE = "first_available"
 
 
 NO_DESTINATION = "NO_DESTINATION"
@@ -42,14 +50,17 @@ class Outcome:
     sendable: bool
     code: str  # ALLOWED, a policy code, NO_DESTINATION or NOT_PREFERRED
     excluded_as: str | None  # None, "suppressed" or "no_permitted_channel"
+    # FIRST_AVAILABLE: the (channel, code) tried before this one, in order.
+    passed_over: tuple[tuple[str, str], ...] = ()
 
 
 def candidates(job_channels: Sequence[str], preferences: Sequence[str], mode: Mode) -> list[str]:
     """The channels to decide on, in the recipient's order of preference."""
+    every = mode is not Mode.PREFERRED
     if not preferences:
-        return list(job_channels) if mode is Mode.ALL else list(job_channels[:1])
+        return list(job_channels) if every else list(job_channels[:1])
     ordered = [c for c in preferences if c in job_channels]
-    return ordered if mode is Mode.ALL else ordered[:1]
+    return ordered if every else ordered[:1]
 
 
 def resolve(
@@ -64,6 +75,8 @@ def resolve(
     outcomes = [_decide(facts[channel]) for channel in chosen]
     if mode is Mode.PREFERRED:
         return [_preferred(outcomes[0])]
+    if mode is Mode.FIRST_AVAILABLE:
+        return [_first_available(outcomes)]
     if not any(o.sendable for o in outcomes):
         return [_preferred(o) for o in outcomes]
     return outcomes
@@ -76,6 +89,17 @@ def _decide(fact: ChannelFacts) -> Outcome:
     if decision is not None and decision.final:
         return Outcome(fact.channel, False, decision.code, "suppressed")
     return Outcome(fact.channel, True, "ALLOWED", None)
+
+
+def _first_available(outcomes: list[Outcome]) -> Outcome:
+    """The first sendable outcome, naming those before it; with none, the
+    first, naming every one tried."""
+    for index, outcome in enumerate(outcomes):
+        if outcome.sendable:
+            before = tuple((o.channel, o.code) for o in outcomes[:index])
+            return replace(outcome, passed_over=before)
+    tried = tuple((o.channel, o.code) for o in outcomes)
+    return replace(_preferred(outcomes[0]), passed_over=tried)
 
 
 def _preferred(outcome: Outcome) -> Outcome:

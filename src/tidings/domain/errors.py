@@ -3,6 +3,7 @@
 TidingsError
 ├── InvalidInput            bad request data; nothing was created (422)
 │   ├── InvalidLine         ... at one line of a streamed body
+│   │   └── InvalidLines    ... at several (a CSV upload lists each bad row)
 │   └── DateOutOfRange      a time outside 1970-01-01..9000-01-01 UTC
 ├── NotFound                no such row for this tenant (404)
 ├── Conflict                the request clashes with what exists (409)
@@ -16,6 +17,7 @@ TidingsError
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 
@@ -62,6 +64,20 @@ class InvalidLine(InvalidInput):
     def __init__(self, line: int, field: str, message: str) -> None:
         super().__init__(field, f"line {line}: {message}")
         self.line = line
+
+
+class InvalidLines(InvalidLine):
+    """Several invalid lines of one streamed body, in order, so a client
+    fixes a spreadsheet in one pass; its own `line` and `field` are the
+    first's, and `errors` holds them all."""
+
+    def __init__(self, errors: Sequence[InvalidLine]) -> None:
+        first, more = errors[0], len(errors) - 1
+        InvalidInput.__init__(
+            self, first.field, first.message + (f" (and {more} more)" if more else "")
+        )
+        self.line = first.line
+        self.errors = tuple(errors)
 
 
 class ValueOutOfRange(InvalidInput):

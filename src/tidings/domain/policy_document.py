@@ -60,6 +60,9 @@ class PurposeRule:
 
     consent: Mapping[str, ConsentRule]
     send_window: bool = True
+    # Whether a job of this purpose may ask for `first_available`: the
+    # next channel when the first cannot be used (domain/channels.py).
+    channel_fallback: bool = False
 
 
 @dataclass(frozen=True)
@@ -229,13 +232,15 @@ def _purposes(value: Any) -> Mapping[str, PurposeRule]:
 
 
 def _purpose_rule(value: Any, where: str) -> PurposeRule:
-    doc = _fields(value, where, frozenset({"consent"}), frozenset({"send_window"}))
-    window = doc.get("send_window", True)
-    if not isinstance(window, bool):
-        raise PolicyError(f"{where}.send_window: expected true or false")
+    optional = frozenset({"send_window", "channel_fallback"})
+    doc = _fields(value, where, frozenset({"consent"}), optional)
+    window, fallback = doc.get("send_window", True), doc.get("channel_fallback", False)
+    for name, flag in (("send_window", window), ("channel_fallback", fallback)):
+        if not isinstance(flag, bool):
+            raise PolicyError(f"{where}.{name}: expected true or false")
     consent = _channel_map(doc["consent"], f"{where}.consent")
     rules = {ch: _consent_rule(v, f"{where}.consent.{ch}") for ch, v in consent.items()}
-    return PurposeRule(_frozen(rules), window)
+    return PurposeRule(_frozen(rules), window, fallback)
 
 
 def _consent_rule(value: Any, where: str) -> ConsentRule:

@@ -25,6 +25,7 @@ from uuid import UUID
 import psycopg
 from psycopg.types.json import Jsonb
 
+from tidings.domain.channels import Mode
 from tidings.domain.errors import (
     AudienceUploadUsed,
     IdempotencyConflict,
@@ -35,6 +36,7 @@ from tidings.domain.errors import (
 from tidings.domain.ids import uuid7
 from tidings.domain.keys import fingerprint
 from tidings.domain.policy import POLICY_MISSING_HELP
+from tidings.domain.policy_document import Policy
 from tidings.jobs import uploads
 from tidings.jobs.request import AudienceMember, JobRequest
 from tidings.platform.logging import job_context, log_context
@@ -201,6 +203,7 @@ def _job_params(
     policy = policies.current(conn, tenant)
     if policy is None:
         raise PolicyMissing(POLICY_MISSING_HELP)
+    _check_fallback(policy, request)
     if request.report is not None:
         report = reports.by_id(conn, tenant, request.report[0], request.report[1])
         if report is None:
@@ -365,3 +368,16 @@ def _copy_recipients(conn: Conn, tenant: str, job_id: Any, rows: Sequence[tuple[
             ) in rows
         ),
     )
+
+
+def _check_fallback(policy: Policy, request: JobRequest) -> None:
+    """`first_available` only where the purpose's policy allows it."""
+    if request.mode is not Mode.FIRST_AVAILABLE:
+        return
+    rule = policy.purposes.get(request.purpose)
+    if rule is None or not rule.channel_fallback:
+        raise InvalidInput(
+            "channel_mode",
+            f"first_available needs purposes.{request.purpose}.channel_fallback: true in the"
+            f" policy (version {policy.version} does not allow it)",
+        )

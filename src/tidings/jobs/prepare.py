@@ -180,13 +180,30 @@ def _intents_for(
     )
     # An exclusion decided here is a decision too: its inputs go on the
     # creation audit (a sendable one is decided again, with its own, at claim).
+    inputs = {c: i for c, (_, i) in evaluated.items()}
     return [
-        Staged(
-            _intent_row(job, row, o, policy, now),
-            None if o.sendable or o.channel not in evaluated else evaluated[o.channel][1],
-        )
-        for o in outcomes
+        Staged(_intent_row(job, row, o, policy, now), _inputs(job, o, inputs)) for o in outcomes
     ]
+
+
+def _inputs(
+    job: Mapping[str, Any], outcome: Outcome, inputs: Mapping[str, dict[str, Any] | None]
+) -> dict[str, Any] | None:
+    own = None if outcome.sendable else inputs.get(outcome.channel)
+    if not outcome.passed_over:
+        return own
+    # A fallback is a decision of its own: what was passed over, and why,
+    # goes on the intent's creation audit, sendable or not.
+    passed = [
+        {"channel": channel, "code": code, "decision_inputs": inputs.get(channel)}
+        for channel, code in outcome.passed_over
+    ]
+    fallback = {
+        "channel_mode": job["channel_mode"],
+        "passed_over": [{k: v for k, v in p.items() if v is not None} for p in passed],
+        "allowed_by": f"purposes.{job['purpose']}.channel_fallback",
+    }
+    return {**(own or {}), "fallback": fallback}
 
 
 def _channel_facts(

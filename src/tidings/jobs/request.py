@@ -111,7 +111,7 @@ def _mode(value: object) -> Mode:
     try:
         return Mode(str(value))
     except ValueError:
-        raise InvalidInput("channel_mode", "use preferred or all") from None
+        raise InvalidInput("channel_mode", "use preferred, all or first_available") from None
 
 
 def _report(value: object) -> tuple[str, int] | None:

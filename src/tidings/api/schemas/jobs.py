@@ -76,10 +76,12 @@ class JobIn(RequestModel):
     channels: list[Literal["sms", "email"]] = Field(
         min_length=1, max_length=2, description="The channels the job may use"
     )
-    channel_mode: Literal["preferred", "all"] = Field(
+    channel_mode: Literal["preferred", "all", "first_available"] = Field(
         default="preferred",
-        description="preferred: one channel per recipient, the first they accept; all: every job "
-        "channel they accept and have a destination for",
+        description="preferred: one channel per recipient, their first preference or the job's "
+        "first channel; all: every job channel they accept; first_available: the first channel "
+        "they can be reached on, where the purpose's policy sets channel_fallback "
+        "(docs/jobs.md, channel modes)",
     )
     audience: list[AudienceMemberIn] | None = Field(
         default=None,

@@ -540,7 +540,7 @@ CREATE TABLE jobs (
     template_name        text        NOT NULL,
     template_revisions   jsonb       NOT NULL,
     channels             text[]      NOT NULL,
-    channel_mode         text        NOT NULL CHECK (channel_mode IN ('preferred', 'all')),
+    channel_mode         text        NOT NULL CHECK (channel_mode IN ('preferred', 'all', 'first_available')),
     variables            jsonb       NOT NULL DEFAULT '{}'::jsonb,
     policy_version       text        NOT NULL,
     audience_version     text        NOT NULL,
