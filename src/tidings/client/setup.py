@@ -10,6 +10,7 @@ from anyio import to_thread
 
 from tidings.client.base import ClientBase
 from tidings.domain.errors import InvalidInput
+from tidings.domain.rollout import Scope
 from tidings.platform.outbound import AddressPolicy
 from tidings.store import controls as control_store
 from tidings.store import event_webhooks
@@ -74,9 +75,12 @@ class SetupMethods(ClientBase):
         *,
         channel: str | None = None,
         country: str | None = None,
+        purpose: str | None = None,
+        event_class: str | None = None,
         actor: str = "library",
     ) -> None:
-        """Kill switch or shadow mode, for all or one channel and country."""
+        """Kill switch or shadow mode, for all or one channel, country,
+        notification purpose and event class (None: all)."""
         if kind not in control_store.KINDS:
             raise InvalidInput("kind", "use kill_switch or shadow_mode")
         self._ensure_tenant()
@@ -86,8 +90,7 @@ class SetupMethods(ClientBase):
                 self.tenant,
                 kind,
                 enabled,
-                channel=channel,
-                country=country,
+                scope=Scope(channel or "", country or "", purpose or "", event_class or ""),
                 now=self.clock.now(),
                 actor=actor,
             )

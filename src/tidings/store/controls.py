@@ -1,4 +1,5 @@
-"""Controls: the kill switch and shadow mode, per tenant, channel and country.
+"""Controls: the kill switch and shadow mode, per tenant, channel, country,
+notification purpose and event class.
 
 A scope is stored with '' for "all" (the primary key cannot hold NULLs);
 the country is kept upper-case.
@@ -12,6 +13,7 @@ from typing import Any
 
 import psycopg
 
+from tidings.domain.rollout import Scope, ShadowControl
 from tidings.store.database import Row, execute, fetch_all
 
 Conn = psycopg.Connection[Any]
@@ -24,8 +26,7 @@ def set_control(
     kind: str,
     enabled: bool,
     *,
-    channel: str | None,
-    country: str | None,
+    scope: Scope,
     now: datetime,
     actor: str,
 ) -> None:
@@ -35,8 +36,10 @@ def set_control(
         {
             "tenant_id": tenant_id,
             "kind": kind,
-            "channel": channel or "",
-            "country": (country or "").upper(),
+            "channel": scope.channel,
+            "country": scope.country.upper(),
+            "purpose": scope.purpose,
+            "event_class": scope.event_class,
             "enabled": enabled,
             "now": now,
             "actor": actor,
@@ -49,7 +52,12 @@ def controls_of(conn: Conn, tenant_id: str) -> list[Row]:
     return fetch_all(conn, "controls_of", {"tenant_id": tenant_id})
 
 
-def shadow_scopes(conn: Conn, tenants: Collection[str]) -> set[tuple[str, str, str]]:
-    """The (tenant, channel, country) scopes in shadow mode among these tenants."""
+def shadow_controls(conn: Conn, tenants: Collection[str]) -> list[ShadowControl]:
+    """The enabled shadow controls of these tenants."""
     rows = fetch_all(conn, "shadow_controls", {"tenants": sorted(tenants)})
-    return {(r["tenant_id"], r["channel"], r["country"]) for r in rows}
+    return [
+        ShadowControl(
+            r["tenant_id"], Scope(r["channel"], r["country"], r["purpose"], r["event_class"])
+        )
+        for r in rows
+    ]

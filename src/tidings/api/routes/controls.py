@@ -1,4 +1,5 @@
-"""Operator controls: the kill switch and shadow mode, per channel/country."""
+"""Operator controls: the kill switch and shadow mode, per channel, country,
+notification purpose and event class."""
 
 from __future__ import annotations
 
@@ -45,10 +46,26 @@ def list_controls(caller: Admin) -> ControlList:
 def _set(caller: Caller, kind: str, body: ControlIn) -> ControlOut:
     scope = body.scope
     caller.tidings.set_control(
-        kind, body.enabled, channel=scope.channel, country=scope.country, actor=caller.actor
+        kind,
+        body.enabled,
+        channel=scope.channel,
+        country=scope.country,
+        purpose=scope.purpose,
+        event_class=scope.event_class,
+        actor=caller.actor,
     )
-    wanted = (kind, scope.channel or "", (scope.country or "").upper())
-    return next(_out(r) for r in _rows(caller) if (r["kind"], r["channel"], r["country"]) == wanted)
+    wanted = (kind, *_key(scope.model_dump()))
+    return next(_out(r) for r in _rows(caller) if (r["kind"], *_key(r)) == wanted)
+
+
+def _key(scope: dict[str, Any]) -> tuple[str, ...]:
+    """A scope as stored: '' for all, the country upper-case."""
+    return (
+        scope["channel"] or "",
+        (scope["country"] or "").upper(),
+        scope["purpose"] or "",
+        scope["event_class"] or "",
+    )
 
 
 def _rows(caller: Caller) -> list[dict[str, Any]]:
@@ -57,7 +74,8 @@ def _rows(caller: Caller) -> list[dict[str, Any]]:
 
 def _out(row: dict[str, Any]) -> ControlOut:
     # Stored '' means "all"; the API says so with null.
-    scope: dict[str, Any] = {"channel": row["channel"] or None, "country": row["country"] or None}
+    names = ("channel", "country", "purpose", "event_class")
+    scope: dict[str, Any] = {name: row[name] or None for name in names}
     return ControlOut(
         kind=row["kind"],
         enabled=row["enabled"],

@@ -132,6 +132,12 @@ class PolicyList(BaseModel):
 class ControlScope(RequestModel):
     channel: ChannelName | None = None
     country: str | None = Field(default=None, pattern=r"^[A-Za-z]{2}$")
+    purpose: Annotated[Text, Field(min_length=1, max_length=200)] | None = Field(
+        default=None, description="One notification purpose; null or absent: all"
+    )
+    event_class: Annotated[Text, Field(min_length=1, max_length=200)] | None = Field(
+        default=None, description="One event class; null or absent: all"
+    )
 
 
 class ControlIn(RequestModel):

@@ -343,7 +343,8 @@ CREATE TABLE policies (
 
 CREATE INDEX policies_current ON policies (tenant_id, published_at DESC);
 
--- Kill switch and shadow mode. An empty channel or country covers all.
+-- Kill switch and shadow mode. An empty channel, country, purpose or event
+-- class covers all.
 CREATE TABLE controls (
     tenant_id   text        NOT NULL REFERENCES tenants (tenant_id),
     kind        text        NOT NULL CHECK (kind IN ('kill_switch', 'shadow_mode')),
@@ -352,7 +353,10 @@ CREATE TABLE controls (
     enabled     boolean     NOT NULL,
     updated_at  timestamptz NOT NULL,
     updated_by  text        NOT NULL,
-    PRIMARY KEY (tenant_id, kind, channel, country)
+    -- Scoped by notification purpose and event class too (0042).
+    purpose     text        NOT NULL DEFAULT '',
+    event_class text        NOT NULL DEFAULT '',
+    PRIMARY KEY (tenant_id, kind, channel, country, purpose, event_class)
 );
 
 CREATE TABLE rate_counters (

@@ -1,0 +1,10 @@
+-- Issue #41, item 1: a rollout goes one region and one purpose at a time.
+-- The kill switch and shadow mode are scoped by notification purpose and
+-- event class as well as channel and country ('' covers all, as before),
+-- so the key takes the two new columns. Existing rows keep covering every
+-- purpose and event class.
+ALTER TABLE controls
+    ADD COLUMN purpose     text NOT NULL DEFAULT '',
+    ADD COLUMN event_class text NOT NULL DEFAULT '';
+ALTER TABLE controls DROP CONSTRAINT controls_pkey;
+ALTER TABLE controls ADD PRIMARY KEY (tenant_id, kind, channel, country, purpose, event_class);
