@@ -5,10 +5,13 @@ report and how shadow mode ends (docs/operations.md, docs/replay.md)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from tidings import IntentState, ManualClock, Tidings
+from tidings.domain.errors import CohortShrink, InvalidInput
 
 from .dispatch_helpers import offer, publish_offer_template, sends, simulator, worker
 
@@ -78,3 +81,51 @@ def test_the_api_scopes_a_control_by_purpose_and_event_class(api: TestClient) ->
         (c["enabled"], c["scope"]["purpose"]) for c in api.get("/v1/controls").json()["items"]
     ]
     assert sorted(listed, key=str) == [(False, None), (True, "marketing")]
+
+
+def _decide_all(tidings: Tidings, clock: ManualClock, made: list[Any]) -> dict[str, Any]:
+    """Claim everything due; each intent's cohort as its claim recorded it."""
+    w = worker(tidings, simulator(clock))
+    while w.dispatch_once():
+        pass
+    claims = {i.id: _claim_input(tidings, i.id) for i in made}
+    return {str(tidings.get(i).recipient_ref): claims[i] for i in claims}
+
+
+def _claim_input(tidings: Tidings, intent_id: Any) -> dict[str, Any]:
+    inputs = [e.detail.get("input", {}).get("decision_inputs") for e in tidings.timeline(intent_id)]
+    [cohort] = [i["cohort"] for i in inputs if i and "cohort" in i]
+    got = tidings.get(intent_id)
+    return {**cohort, "shadowed": got.decision_code == "SHADOW_MODE"}
+
+
+def test_a_live_cohort_only_grows_and_keeps_everyone_live(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    publish_offer_template(tidings)
+    clock.set(NOON_NEW_YORK)
+    assert tidings.set_control("shadow_mode", True, channel="sms", live_percent=10) == 10
+    first = _decide_all(tidings, clock, [offer(tidings, n) for n in range(40)])
+    assert all(c["live"] == (c["bucket"] < 10) != c["shadowed"] for c in first.values())
+    assert all(c["live_percent"] == 10 for c in first.values())
+    assert tidings.set_control("shadow_mode", True, channel="sms", live_percent=50) == 50
+    again = [offer(tidings, n, idempotency_key=f"second:{n}") for n in range(40)]
+    second = _decide_all(tidings, clock, again)
+    assert {r for r, c in first.items() if c["live"]} <= {r for r, c in second.items() if c["live"]}
+    assert all(c["live"] == (c["bucket"] < 50) != c["shadowed"] for c in second.values())
+    assert 0 < sum(c["live"] for c in first.values()) < sum(c["live"] for c in second.values())
+
+
+def test_a_live_cohort_refuses_to_shrink(tidings: Tidings, api: TestClient) -> None:
+    tidings.set_control("shadow_mode", True, country="DE", live_percent=10)
+    with pytest.raises(CohortShrink, match="kill switch"):
+        tidings.set_control("shadow_mode", True, country="DE", live_percent=5)
+    assert tidings.set_control("shadow_mode", False, country="DE") == 10  # off keeps it
+    with pytest.raises(InvalidInput):
+        tidings.set_control("kill_switch", True, live_percent=10)
+    body = {"enabled": True, "scope": {"country": "de"}, "live_percent": 10}
+    assert api.put("/v1/controls/shadow-mode", json=body).json()["live_percent"] == 10
+    refused = api.put("/v1/controls/shadow-mode", json={**body, "live_percent": 1})
+    assert refused.status_code == 409 and refused.json()["code"] == "COHORT_SHRINK"
+    grown = api.put("/v1/controls/shadow-mode", json={**body, "live_percent": 25})
+    assert grown.status_code == 200 and grown.json()["live_percent"] == 25

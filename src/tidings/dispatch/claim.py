@@ -24,7 +24,7 @@ from tidings.domain.intent import Intent
 from tidings.domain.keys import attempt_key
 from tidings.domain.policy import dispatch_action, limit_decision
 from tidings.domain.policy_document import Policy
-from tidings.domain.rollout import shadowed
+from tidings.domain.rollout import cohort_of
 from tidings.observability.process_metrics import record_rate_limit_wait
 from tidings.store import attempts, claims, controls, ledger, provider_pauses
 from tidings.store.attempts import AttemptRef
@@ -104,9 +104,11 @@ def claim_batch(
             # A frequency cap counts the recipient's attempts; the one this
             # batch started must be in the table before the count.
             moves.flush()
-        result = decide(
-            conn, intent, now, shadow=shadowed(intent, shadows), facts=facts, row=by_id[intent.id]
-        )
+        cohort = cohort_of(intent, shadows) if shadows else None
+        shadow = cohort is not None and not cohort.live
+        result = decide(conn, intent, now, shadow=shadow, facts=facts, row=by_id[intent.id])
+        if cohort is not None:  # the decision's inputs say which side it fell on
+            result = replace(result, inputs={**(result.inputs or {}), "cohort": cohort.inputs()})
         moves.add(_apply(conn, intent, result, request, now))
     moves.flush()
     return [

@@ -3,10 +3,18 @@
 A control's scope names a channel, a country, a notification purpose and
 an event class; '' in any of them covers all. Shadow mode covers an intent
 when any enabled shadow control's scope does.
+
+A shadow control may let a live cohort through: each recipient has a
+stable bucket, 0..99, from a hash of the tenant and the recipient's
+reference, and a recipient whose bucket is below the control's
+`live_percent` is sent to for real. The percent only grows, so a recipient
+once live stays live; when several controls cover an intent, the smallest
+percent decides (every one of them must let the recipient through).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -33,8 +41,38 @@ class Scope:
 class ShadowControl:
     tenant_id: str
     scope: Scope
+    live_percent: int = 0
 
 
-def shadowed(intent: Intent, controls: Iterable[ShadowControl]) -> bool:
-    """Whether an enabled shadow control of the intent's tenant covers it."""
-    return any(c.tenant_id == intent.tenant_id and c.scope.covers(intent) for c in controls)
+@dataclass(frozen=True)
+class Cohort:
+    """Where an intent covered by shadow mode falls: live or shadowed."""
+
+    bucket: int
+    live_percent: int
+
+    @property
+    def live(self) -> bool:
+        return self.bucket < self.live_percent
+
+    def inputs(self) -> dict[str, int | bool]:
+        """What the claim's decision inputs record of it (audited)."""
+        return {"bucket": self.bucket, "live_percent": self.live_percent, "live": self.live}
+
+
+def cohort_bucket(tenant_id: str, recipient_ref: str) -> int:
+    """The recipient's bucket, 0..99: the same on every claim and worker."""
+    digest = hashlib.sha256(f"{tenant_id}\x00{recipient_ref}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % 100
+
+
+def cohort_of(intent: Intent, controls: Iterable[ShadowControl]) -> Cohort | None:
+    """None when no enabled shadow control covers the intent."""
+    percents = [
+        c.live_percent
+        for c in controls
+        if c.tenant_id == intent.tenant_id and c.scope.covers(intent)
+    ]
+    if not percents:
+        return None
+    return Cohort(cohort_bucket(intent.tenant_id, intent.recipient_ref), min(percents))

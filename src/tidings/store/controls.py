@@ -13,8 +13,9 @@ from typing import Any
 
 import psycopg
 
+from tidings.domain.errors import CohortShrink
 from tidings.domain.rollout import Scope, ShadowControl
-from tidings.store.database import Row, execute, fetch_all
+from tidings.store.database import Row, fetch_all, fetch_one
 
 Conn = psycopg.Connection[Any]
 KINDS = ("kill_switch", "shadow_mode")
@@ -29,22 +30,28 @@ def set_control(
     scope: Scope,
     now: datetime,
     actor: str,
-) -> None:
-    execute(
+    live_percent: int | None = None,
+) -> int:
+    """Set one control; its live percent as stored after. A live percent
+    smaller than the stored one is refused (CohortShrink)."""
+    key = {
+        "tenant_id": tenant_id,
+        "kind": kind,
+        "channel": scope.channel,
+        "country": scope.country.upper(),
+        "purpose": scope.purpose,
+        "event_class": scope.event_class,
+    }
+    row = fetch_one(
         conn,
         "set_control",
-        {
-            "tenant_id": tenant_id,
-            "kind": kind,
-            "channel": scope.channel,
-            "country": scope.country.upper(),
-            "purpose": scope.purpose,
-            "event_class": scope.event_class,
-            "enabled": enabled,
-            "now": now,
-            "actor": actor,
-        },
+        {**key, "enabled": enabled, "now": now, "actor": actor, "live_percent": live_percent},
     )
+    if row is None:
+        stored = fetch_one(conn, "control_live_percent", key)
+        assert stored is not None  # the upsert matched it, and refused
+        raise CohortShrink(stored["live_percent"], live_percent or 0)
+    return int(row["live_percent"])
 
 
 def controls_of(conn: Conn, tenant_id: str) -> list[Row]:
@@ -57,7 +64,9 @@ def shadow_controls(conn: Conn, tenants: Collection[str]) -> list[ShadowControl]
     rows = fetch_all(conn, "shadow_controls", {"tenants": sorted(tenants)})
     return [
         ShadowControl(
-            r["tenant_id"], Scope(r["channel"], r["country"], r["purpose"], r["event_class"])
+            r["tenant_id"],
+            Scope(r["channel"], r["country"], r["purpose"], r["event_class"]),
+            r["live_percent"],
         )
         for r in rows
     ]

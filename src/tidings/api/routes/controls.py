@@ -52,6 +52,7 @@ def _set(caller: Caller, kind: str, body: ControlIn) -> ControlOut:
         country=scope.country,
         purpose=scope.purpose,
         event_class=scope.event_class,
+        live_percent=body.live_percent,
         actor=caller.actor,
     )
     wanted = (kind, *_key(scope.model_dump()))
@@ -80,6 +81,7 @@ def _out(row: dict[str, Any]) -> ControlOut:
         kind=row["kind"],
         enabled=row["enabled"],
         scope=ControlScope(**scope),
+        live_percent=row["live_percent"],
         updated_at=row["updated_at"],
         updated_by=row["updated_by"],
     )

@@ -150,12 +150,20 @@ class ControlIn(RequestModel):
 
     enabled: bool
     scope: ControlScope = Field(default_factory=ControlScope)
+    live_percent: int | None = Field(
+        default=None,
+        ge=0,
+        le=100,
+        description="Shadow mode only: the recipients sent to for real, by stable bucket;"
+        " it only grows (a smaller one is 409 COHORT_SHRINK); absent keeps the stored one",
+    )
 
 
 class ControlOut(BaseModel):
     kind: Literal["kill_switch", "shadow_mode"]
     enabled: bool
     scope: ControlScope
+    live_percent: int = Field(description="Shadow mode's live cohort, 0..100; 0 for a kill switch")
     updated_at: datetime
     updated_by: str
 

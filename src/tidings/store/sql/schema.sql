@@ -356,6 +356,9 @@ CREATE TABLE controls (
     -- Scoped by notification purpose and event class too (0042).
     purpose     text        NOT NULL DEFAULT '',
     event_class text        NOT NULL DEFAULT '',
+    -- Shadow mode's live cohort (0042, domain/rollout.py): only grows.
+    live_percent smallint   NOT NULL DEFAULT 0
+        CHECK (live_percent BETWEEN 0 AND 100 AND (kind = 'shadow_mode' OR live_percent = 0)),
     PRIMARY KEY (tenant_id, kind, channel, country, purpose, event_class)
 );
 

@@ -8,3 +8,10 @@ ALTER TABLE controls
     ADD COLUMN event_class text NOT NULL DEFAULT '';
 ALTER TABLE controls DROP CONSTRAINT controls_pkey;
 ALTER TABLE controls ADD PRIMARY KEY (tenant_id, kind, channel, country, purpose, event_class);
+
+-- Item 2: shadow mode may let a live cohort through, the recipients whose
+-- stable bucket (domain/rollout.py) is below live_percent. It only grows
+-- (store/controls.py refuses a smaller one); the kill switch has none.
+ALTER TABLE controls
+    ADD COLUMN live_percent smallint NOT NULL DEFAULT 0
+        CHECK (live_percent BETWEEN 0 AND 100 AND (kind = 'shadow_mode' OR live_percent = 0));
