@@ -4,13 +4,17 @@ report and how shadow mode ends (docs/operations.md, docs/replay.md)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
+from tests.conftest import TEST_SECRET
 from tidings import IntentState, ManualClock, Tidings
+from tidings.cli import app
 from tidings.domain.errors import CohortShrink, InvalidInput
 
 from .dispatch_helpers import offer, publish_offer_template, sends, simulator, worker
@@ -129,3 +133,41 @@ def test_a_live_cohort_refuses_to_shrink(tidings: Tidings, api: TestClient) -> N
     assert refused.status_code == 409 and refused.json()["code"] == "COHORT_SHRINK"
     grown = api.put("/v1/controls/shadow-mode", json={**body, "live_percent": 25})
     assert grown.status_code == 200 and grown.json()["live_percent"] == 25
+
+
+def test_the_cohort_report_counts_a_step_until_it_settles(
+    tidings: Tidings, clock: ManualClock, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    publish_offer_template(tidings)
+    clock.set(NOON_NEW_YORK)
+    start = clock.now()
+    tidings.set_control("shadow_mode", True, channel="sms", country="US", live_percent=50)
+    made = [offer(tidings, n) for n in range(20)]
+    w = worker(tidings, simulator(clock, receipt_delay_ms=1000))
+    while w.dispatch_once():
+        pass
+    step = tidings.rollout_report(since=start, channel="sms", country="us")
+    counts = step["counts"]
+    assert step["shadow_mode"] is True and step["live_percent"] == 50
+    assert counts["intents"] == counts["decided"] == 20 and counts["waiting"] == 0
+    assert 0 < counts["sent"] == counts["in_flight"] and counts["shadowed"] == 20 - counts["sent"]
+    assert step["settled"] is False  # the live sends have no receipt yet
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    monkeypatch.setenv("TIDINGS_SECRET_KEY", TEST_SECRET)
+    args = ["rollout", "report", "--since", start.isoformat(), "--channel", "sms", "--json"]
+    assert CliRunner().invoke(app, args).exit_code == 1
+    clock.advance(10)
+    while w.reconcile_once():
+        pass
+    settled = tidings.rollout_report(since=start, channel="sms", country="US")
+    assert settled["settled"] is True
+    assert settled["counts"]["delivered"] == counts["sent"] and settled["counts"]["in_flight"] == 0
+    shown = CliRunner().invoke(app, args)
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["counts"]["delivered"] == counts["sent"]
+    other = tidings.rollout_report(since=start, purpose="marketing")
+    assert other["counts"]["intents"] == 0 and other["live_percent"] is None
+    assert {tidings.get(i.id).state for i in made} == {
+        IntentState.DELIVERED,
+        IntentState.SUPPRESSED,
+    }

@@ -70,3 +70,16 @@ def shadow_controls(conn: Conn, tenants: Collection[str]) -> list[ShadowControl]
         )
         for r in rows
     ]
+
+
+def shadow_control(conn: Conn, tenant_id: str, scope: Scope) -> Row | None:
+    """The shadow control of exactly this scope, on or off, if ever set."""
+    key = {
+        "tenant_id": tenant_id,
+        "kind": "shadow_mode",
+        "channel": scope.channel,
+        "country": scope.country.upper(),
+        "purpose": scope.purpose,
+        "event_class": scope.event_class,
+    }
+    return fetch_one(conn, "control_live_percent", key)

@@ -18,7 +18,7 @@ WHERE controls.live_percent <= coalesce(%(live_percent)s::smallint, controls.liv
 RETURNING live_percent;
 
 -- name: control_live_percent
-SELECT live_percent FROM controls
+SELECT live_percent, enabled FROM controls
 WHERE tenant_id = %(tenant_id)s AND kind = %(kind)s AND channel = %(channel)s
   AND country = %(country)s AND purpose = %(purpose)s AND event_class = %(event_class)s;
 
