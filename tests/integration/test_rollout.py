@@ -5,7 +5,7 @@ report and how shadow mode ends (docs/operations.md, docs/replay.md)."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -171,3 +171,33 @@ def test_the_cohort_report_counts_a_step_until_it_settles(
         IntentState.DELIVERED,
         IntentState.SUPPRESSED,
     }
+
+
+def test_shadow_mode_ends_for_new_intents_only(tidings: Tidings, clock: ManualClock) -> None:
+    """docs/replay.md: a shadow decision is final, and an intent created in
+    shadow belongs to the live system even if claimed after shadow ends."""
+    publish_offer_template(tidings)
+    clock.set(NOON_NEW_YORK)
+    core = simulator(clock)
+    w = worker(tidings, core)
+    tidings.set_control("shadow_mode", True, channel="sms")
+    decided = offer(tidings, 1)
+    later = offer(tidings, 2, not_before=clock.now() + timedelta(minutes=5))
+    w.dispatch_once()
+    assert tidings.get(decided.id).decision_code == "SHADOW_MODE"
+    assert tidings.get(later.id).state is IntentState.PENDING  # not due: undecided
+    clock.advance(60)
+    tidings.set_control("shadow_mode", False, channel="sms")
+    after = offer(tidings, 3)
+    clock.advance(300)
+    while w.dispatch_once():
+        pass
+    assert tidings.get(after.id).state is IntentState.ACCEPTED  # new: live
+    got = tidings.get(later.id)  # created in shadow, claimed after it ended
+    assert got.state is IntentState.SUPPRESSED and got.decision_code == "SHADOW_MODE"
+    assert tidings.get(decided.id).state is IntentState.SUPPRESSED  # never sent later
+    assert [e["idempotency_key"] for e in sends(core)] == [
+        tidings.get(after.id).attempts[0].attempt_key
+    ]
+    tidings.set_control("shadow_mode", True, channel="sms")  # on again: nothing moves back
+    assert w.dispatch_once() == 0 and len(sends(core)) == 1

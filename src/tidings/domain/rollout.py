@@ -10,6 +10,10 @@ reference, and a recipient whose bucket is below the control's
 `live_percent` is sent to for real. The percent only grows, so a recipient
 once live stays live; when several controls cover an intent, the smallest
 percent decides (every one of them must let the recipient through).
+
+Shadow mode ends for new intents only: one created while a shadow control
+covered it stays shadowed when claimed after the control was turned off,
+since the live system was sending then (docs/replay.md).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from tidings.domain.intent import Intent
 
@@ -42,6 +47,14 @@ class ShadowControl:
     tenant_id: str
     scope: Scope
     live_percent: int = 0
+    # Turned off: the time it was last on, [from, until). An intent created
+    # then belongs to the live system that was sending (docs/replay.md).
+    was_on: tuple[datetime, datetime] | None = None
+
+    def covers(self, intent: Intent) -> bool:
+        if self.tenant_id != intent.tenant_id or not self.scope.covers(intent):
+            return False
+        return self.was_on is None or self.was_on[0] <= intent.created_at < self.was_on[1]
 
 
 @dataclass(frozen=True)
@@ -68,11 +81,7 @@ def cohort_bucket(tenant_id: str, recipient_ref: str) -> int:
 
 def cohort_of(intent: Intent, controls: Iterable[ShadowControl]) -> Cohort | None:
     """None when no enabled shadow control covers the intent."""
-    percents = [
-        c.live_percent
-        for c in controls
-        if c.tenant_id == intent.tenant_id and c.scope.covers(intent)
-    ]
+    percents = [c.live_percent for c in controls if c.covers(intent)]
     if not percents:
         return None
     return Cohort(cohort_bucket(intent.tenant_id, intent.recipient_ref), min(percents))

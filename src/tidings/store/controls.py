@@ -60,13 +60,14 @@ def controls_of(conn: Conn, tenant_id: str) -> list[Row]:
 
 
 def shadow_controls(conn: Conn, tenants: Collection[str]) -> list[ShadowControl]:
-    """The enabled shadow controls of these tenants."""
+    """The shadow controls of these tenants that are on, or were on once."""
     rows = fetch_all(conn, "shadow_controls", {"tenants": sorted(tenants)})
     return [
         ShadowControl(
             r["tenant_id"],
             Scope(r["channel"], r["country"], r["purpose"], r["event_class"]),
             r["live_percent"],
+            None if r["enabled"] else (r["enabled_at"], r["disabled_at"]),
         )
         for r in rows
     ]

@@ -359,6 +359,10 @@ CREATE TABLE controls (
     -- Shadow mode's live cohort (0042, domain/rollout.py): only grows.
     live_percent smallint   NOT NULL DEFAULT 0
         CHECK (live_percent BETWEEN 0 AND 100 AND (kind = 'shadow_mode' OR live_percent = 0)),
+    -- When it was last turned on, and off (0042): shadow mode goes on
+    -- covering the intents created while it was on (docs/replay.md).
+    enabled_at  timestamptz,
+    disabled_at timestamptz,
     PRIMARY KEY (tenant_id, kind, channel, country, purpose, event_class)
 );
 

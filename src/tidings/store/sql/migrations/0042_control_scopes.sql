@@ -15,3 +15,10 @@ ALTER TABLE controls ADD PRIMARY KEY (tenant_id, kind, channel, country, purpose
 ALTER TABLE controls
     ADD COLUMN live_percent smallint NOT NULL DEFAULT 0
         CHECK (live_percent BETWEEN 0 AND 100 AND (kind = 'shadow_mode' OR live_percent = 0));
+
+-- Item 4, how shadow mode ends: an intent created while shadow mode
+-- covered it stays the live system's even when claimed after shadow mode
+-- was turned off (docs/replay.md). A control remembers when it was last
+-- turned on and off; rows on now count as on since their last change.
+ALTER TABLE controls ADD COLUMN enabled_at timestamptz, ADD COLUMN disabled_at timestamptz;
+UPDATE controls SET enabled_at = updated_at WHERE enabled;
