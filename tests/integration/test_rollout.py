@@ -17,6 +17,7 @@ from tidings import IntentState, ManualClock, Tidings
 from tidings.cli import app
 from tidings.domain.errors import CohortShrink, InvalidInput
 
+from .api_support import new_key
 from .dispatch_helpers import offer, publish_offer_template, sends, simulator, worker
 
 NOON_NEW_YORK = datetime(2026, 6, 1, 16, 0, tzinfo=UTC)
@@ -201,3 +202,15 @@ def test_shadow_mode_ends_for_new_intents_only(tidings: Tidings, clock: ManualCl
     ]
     tidings.set_control("shadow_mode", True, channel="sms")  # on again: nothing moves back
     assert w.dispatch_once() == 0 and len(sends(core)) == 1
+
+
+def test_the_console_names_each_controls_whole_scope(tidings: Tidings) -> None:
+    from tests.security.test_console_session import browser, sign_in
+
+    tidings.set_control("kill_switch", True, channel="sms", purpose="marketing")
+    tidings.set_control("shadow_mode", True, country="DE", event_class="promo", live_percent=10)
+    http = browser(tidings)
+    assert sign_in(http, new_key(tidings, tidings.tenant, policy=False)).status_code in (302, 303)
+    page = http.get("/console/").text
+    assert '<span class="scope">sms · marketing since' in page
+    assert '<span class="scope">all channels · DE · promo · 10% live since' in page
