@@ -17,7 +17,7 @@ from tidings import IntentState, ManualClock, Tidings
 from tidings.cli import app
 from tidings.domain.errors import CohortShrink, InvalidInput
 
-from .api_support import new_key
+from .api_support import auth, client, new_key
 from .dispatch_helpers import offer, publish_offer_template, sends, simulator, worker
 
 NOON_NEW_YORK = datetime(2026, 6, 1, 16, 0, tzinfo=UTC)
@@ -166,6 +166,13 @@ def test_the_cohort_report_counts_a_step_until_it_settles(
     shown = CliRunner().invoke(app, args)
     assert shown.exit_code == 0, shown.output
     assert json.loads(shown.stdout)["counts"]["delivered"] == counts["sent"]
+    http = client(tidings)
+    http.headers.update(auth(new_key(tidings, tidings.tenant, ["read"], policy=False)))
+    body = {"since": start.isoformat(), "scope": {"channel": "sms", "country": "us"}}
+    answered = http.post("/v1/controls/rollout-report", json=body)
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["counts"] == settled["counts"] and answered.json()["settled"] is True
+    assert answered.json()["scope"]["country"] == "US" and answered.json()["live_percent"] == 50
     other = tidings.rollout_report(since=start, purpose="marketing")
     assert other["counts"]["intents"] == 0 and other["live_percent"] is None
     assert {tidings.get(i.id).state for i in made} == {

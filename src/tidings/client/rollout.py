@@ -1,5 +1,7 @@
 """The cohort report: a rollout step's counts, reconciled before the live
-cohort grows (docs/operations.md, "Rolling out")."""
+cohort grows (docs/operations.md, "Rolling out"). Library
+`Tidings.rollout_report`, `POST /v1/controls/rollout-report` and
+`tidings rollout report` all come here."""
 
 from __future__ import annotations
 

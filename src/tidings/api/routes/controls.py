@@ -10,7 +10,12 @@ from fastapi import APIRouter
 from tidings.api.auth import Admin, Caller, Reader
 from tidings.api.openapi import WITH_BODY, responses
 from tidings.api.schemas.admin import ControlIn, ControlList, ControlOut, ControlScope
-from tidings.api.schemas.shadow import ShadowReport, ShadowReportIn
+from tidings.api.schemas.shadow import (
+    RolloutReport,
+    RolloutReportIn,
+    ShadowReport,
+    ShadowReportIn,
+)
 
 router = APIRouter(prefix="/v1/controls", tags=["controls"])
 
@@ -36,6 +41,24 @@ def shadow_mode_report(body: ShadowReportIn, caller: Reader) -> ShadowReport:
     live = None if body.live is None else [o.model_dump() for o in body.live]
     report = caller.tidings.shadow_report(live, since=body.since, until=body.until)
     return ShadowReport(**report)
+
+
+@router.post(
+    "/rollout-report",
+    responses=responses(*WITH_BODY),
+    summary="Count a rollout step before its live cohort grows (docs/operations.md)",
+)
+def rollout_report(body: RolloutReportIn, caller: Reader) -> RolloutReport:
+    scope = body.scope
+    report = caller.tidings.rollout_report(
+        since=body.since,
+        until=body.until,
+        channel=scope.channel,
+        country=scope.country,
+        purpose=scope.purpose,
+        event_class=scope.event_class,
+    )
+    return RolloutReport(**report)
 
 
 @router.get("", responses=responses(), summary="Every control ever set, on or off")
