@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tidings import IntentState, ManualClock, Tidings
+from tidings.domain.breaker import RESTRICTED_BASE_SECONDS
 from tidings.providers.messages import OutboundMessage
 from tidings.providers.outcomes import Rejected, SendResult
 from tidings.providers.postmark import PostmarkAdapter
@@ -78,6 +79,7 @@ def _first_then_second(
     w = worker(tidings, core, adapter=RefusesOnce(core, refusal))
     first = offer(tidings, 1)
     w.dispatch_once()
+    clock.advance(RESTRICTED_BASE_SECONDS)  # an account restriction's pause has ended
     second = offer(tidings, 2)  # another member, the same phone number
     w.dispatch_once()
     return tidings.get(first.id), tidings.get(second.id), core
@@ -95,7 +97,7 @@ def test_a_refusal_of_the_request_fails_it_and_suppresses_nobody(
     assert second.state is IntentState.ACCEPTED  # the address was never blocked
     assert len(sends(core)) == 1
     alerts = [getattr(r, "alert", None) for r in caplog.records]
-    assert f"provider_refused:sms:{code}" in alerts  # the operator hears of it
+    assert f"provider_refused:sms:simulator:{code}" in alerts  # the operator hears of it
 
 
 @pytest.mark.parametrize("case", sorted(RECIPIENT_LEVEL))

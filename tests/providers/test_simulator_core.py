@@ -118,6 +118,25 @@ def test_magic_destinations_and_ledger_entries(to, channel, status, outcome) -> 
     assert (reply.stall_s == 5.0) is (outcome == "timeout_after_accept")
 
 
+@pytest.mark.parametrize(
+    ("to", "channel", "code"),
+    [
+        ("+15550000422", "sms", "REQUEST_INVALID"),
+        ("+15550000451", "sms", "SENDER_REJECTED"),
+        ("+15550000403", "sms", "ACCOUNT_RESTRICTED"),
+        ("badrequest@example.test", "email", "REQUEST_INVALID"),
+        ("badsender+2@example.test", "email", "SENDER_REJECTED"),
+        ("restricted@example.test", "email", "ACCOUNT_RESTRICTED"),
+    ],
+)
+def test_magic_refusals_of_our_side(to: str, channel: str, code: str) -> None:
+    # Refusals of the request, the sender and the account (issue #37).
+    core = make_core()
+    reply = send(core, "k", to, channel)
+    assert (reply.status_code, reply.body["code"]) == (400, code)
+    assert [e["outcome"] for e in core.ledger()] == ["rejected"]
+
+
 def test_rate_limit_reply_carries_retry_after() -> None:
     reply = send(make_core(rate_429=1.0, retry_after_seconds=9), "k")
     assert reply.headers["Retry-After"] == "9"

@@ -6,6 +6,8 @@ import random
 
 from tidings.domain.breaker import (
     MAX_SECONDS,
+    RESTRICTED_BASE_SECONDS,
+    RESTRICTED_MAX_SECONDS,
     SHARED_MAX_SECONDS,
     STORM,
     backoff_seconds,
@@ -63,3 +65,16 @@ def test_the_shared_pause_is_capped_but_never_a_retry_after() -> None:
     assert storm is not None and storm.seconds == SHARED_MAX_SECONDS
     told = pause_for("RATE_LIMITED", 60.0, 20, Bottom(), cap=SHARED_MAX_SECONDS)
     assert told is not None and told.seconds == 60.0  # the provider's word holds
+
+
+def test_an_account_restriction_pauses_for_minutes_doubling_to_a_cap() -> None:
+    # The account's own state, not one tenant's pace: the shared cap does
+    # not apply, and no jitter shortens it.
+    pauses = [pause_for("ACCOUNT_RESTRICTED", None, n, Top(), cap=SHARED_MAX_SECONDS)
+              for n in range(6)]  # fmt: skip
+    assert [p.seconds for p in pauses if p] == [
+        RESTRICTED_BASE_SECONDS * f for f in (1, 2, 4, 8, 16, 16)
+    ]
+    assert RESTRICTED_BASE_SECONDS * 16 == RESTRICTED_MAX_SECONDS
+    assert pause_for("SENDER_REJECTED", None, 0, Top()) is None  # per sender: no pause
+    assert pause_for("REQUEST_INVALID", None, 0, Top()) is None

@@ -52,8 +52,9 @@ def test_send_time_lessons() -> None:
     assert send_lesson("INVALID_DESTINATION") == Lesson("suppression", "invalid")
 
 
-def test_our_refusals_raise_an_alert_named_by_channel_and_code() -> None:
+def test_our_refusals_raise_an_alert_named_by_channel_account_and_code() -> None:
     assert (
-        refusal_alert_key("sms", "ACCOUNT_RESTRICTED") == "provider_refused:sms:ACCOUNT_RESTRICTED"
+        refusal_alert_key("sms", "twilio", "ACCOUNT_RESTRICTED")
+        == "provider_refused:sms:twilio:ACCOUNT_RESTRICTED"
     )
-    assert refusal_alert_key("email", "BOUNCED") is None
+    assert refusal_alert_key("email", "ses", "BOUNCED") is None

@@ -45,10 +45,15 @@ PENDING_ADMISSION = "pending_admission"
 
 
 class FieldProblem(BaseModel):
-    field: str
-    message: str
-    code: str | None = None
-    severity: str | None = None
+    field: str = Field(description="The field at fault, as a dotted path (recipient.phone)")
+    message: str = Field(description="What is wrong with it")
+    code: str | None = Field(
+        default=None,
+        description="A stable code for the problem, where there is one; null otherwise",
+    )
+    severity: str | None = Field(
+        default=None, description="error or warning, for a template's problems; null otherwise"
+    )
 
 
 class Problem(BaseModel):
@@ -56,15 +61,27 @@ class Problem(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    type: str
-    title: str
-    status: int
-    detail: str
-    code: str
-    field: str | None = None
-    line: int | None = None
-    state: str | None = None
-    errors: list[FieldProblem] | None = None
+    type: str = Field(description="A URI naming the problem kind (urn:tidings:problem:...)")
+    title: str = Field(description="The HTTP status's phrase")
+    status: int = Field(description="The HTTP status code")
+    detail: str = Field(description="What went wrong, in words; never a destination")
+    code: str = Field(description="The stable code to branch on (INVALID_INPUT, NOT_FOUND, ...)")
+    field: str | None = Field(
+        default=None, description="The request field at fault; null when not one field"
+    )
+    line: int | None = Field(
+        default=None,
+        description="The streamed body's line at fault (an audience upload), from 1; null "
+        "otherwise",
+    )
+    state: str | None = Field(
+        default=None,
+        description="For a conflict with a state (ALREADY_TERMINAL, ...): the current state; null"
+        " otherwise",
+    )
+    errors: list[FieldProblem] | None = Field(
+        default=None, description="Every field problem found, for invalid input; null otherwise"
+    )
     missing: list[str] | None = Field(
         default=None,
         description="MISSING_VARIABLES: the template's required variables not given",

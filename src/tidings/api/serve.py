@@ -8,8 +8,9 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import uvicorn
 
@@ -49,10 +50,26 @@ def serve(
         )
     )
     strip_query_strings()  # after uvicorn configured its loggers
-    with contextlib.suppress(KeyboardInterrupt):
+    with contextlib.suppress(KeyboardInterrupt), _sigterm_interrupts():
         server.run()
     if not server.started:  # as uvicorn.run: a port in use is a failed start
         sys.exit(STARTUP_FAILURE)
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """uvicorn ends a stop by raising the signal it caught again, under the
+    handler it found. For SIGTERM, Python's default would end the process
+    with no exit handler run (the embedded PostgreSQL would stay up); as
+    SIGINT's, it raises KeyboardInterrupt and a SIGTERM stop is clean."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # uvicorn handles no signal there either
+        return
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def serve_processes(
@@ -128,7 +145,8 @@ def serve_processes(
         else:
             sys.stderr.write(f"API process {pid} exited ({code}); starting another\n")
             time.sleep(RESTART_PAUSE_S)
-            start(slot)
+            if not stopping:  # a stop during the pause reached every other process
+                start(slot)
     listener.close()
     return status
 

@@ -10,6 +10,7 @@ from tidings.cli import development, operations, policies, processes, templates
 from tidings.cli.intents import intents_app
 from tidings.cli.keys import keys_app
 from tidings.cli.rollout import rollout_app
+from tidings.cli.stop import exit_on_sigterm
 from tidings.cli.suppressions import suppressions_app
 
 app = typer.Typer(
@@ -76,6 +77,7 @@ policy_app.command("show")(policies.show)
 
 
 def main() -> None:
+    exit_on_sigterm()
     app()
 
 

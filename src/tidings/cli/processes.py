@@ -24,6 +24,7 @@ from tidings.cli.common import (
 from tidings.cli.stop import bound_the_stop, stop_on_signals
 from tidings.platform.settings import Settings
 from tidings.providers.simulator.profiles import PROFILE_CHOICES
+from tidings.store.embedded import release as release_embedded
 
 if TYPE_CHECKING:
     from tidings.providers.base import ProviderAdapter
@@ -90,9 +91,13 @@ def worker(
     # and leased: lease recovery settles them as after a crash, so waiting
     # gains nothing, and a supervisor's stop timeout would end in SIGKILL.
     console.print(f"worker stopped; {unfinished} unfinished provider calls left to lease recovery")
+    from tidings.platform import tracing
+
+    tracing.flush()  # os._exit skips the exporter's own flush at exit
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
+    release_embedded()  # os._exit runs no exit handler
     os._exit(0)
 
 
@@ -168,15 +173,16 @@ def serve(
     from tidings.providers.routing import adapters_from_settings, by_name
 
     settings = Settings()
-    # A stop while waiting is clean; once serving, uvicorn's handling (and
-    # what it re-raises at exit) applies exactly as before.
+    # A stop while waiting is clean; once serving, uvicorn's handling
+    # applies (api/serve.py makes the SIGTERM it re-raises at exit clean).
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    stop = stop_on_signals()
     try:
-        url = await_database(settings, database_wait_seconds, stop_on_signals())
+        url = await_database(settings, database_wait_seconds, stop)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    if url is None:
+    if url is None or stop.is_set():  # a stop that came during the migrations, too
         return
     if workers > 1:
         from tidings.api.serve import serve_processes

@@ -42,6 +42,7 @@ from tidings.domain.errors import Conflict, NotFound
 from tidings.domain.intent import Intent, TimelineEntry
 from tidings.intake.create import create_or_replay
 from tidings.intake.request import IntentRequest
+from tidings.platform import tracing
 from tidings.platform.settings import Settings
 from tidings.platform.vault import Vault, local_secret
 from tidings.runtime import Runtime
@@ -73,6 +74,7 @@ class Tidings(
         secret_key: str | None = None,
     ) -> None:
         settings = settings or Settings()
+        tracing.configure(settings.tracing)  # once per process; `off` changes nothing
         self.url = database_url or settings.database_url or embedded_url(settings.resolved_home())
         self.tenant = tenant or settings.tenant
         db = Database(

@@ -11,6 +11,14 @@ Each answer is also counted for the tenant whose message drew it: our own
 exponential backoff grows for that tenant alone, while the account's pause
 for everyone stops growing at SHARED_MAX_SECONDS (domain/breaker.py,
 issue #39): claims skip a held tenant's intents (`claim_due`).
+
+An account restriction (`ACCOUNT_RESTRICTED`, a sandbox or a suspended
+account) pauses the account the same way, for minutes (domain/breaker.py):
+every send would be refused alike, so the worker stops burning the queue
+into `failed`. The intent that drew it has failed (it was refused); those
+claimed meanwhile are handed back unsent (`PROVIDER_PAUSED`). A group's
+restrictions count once per account: answers to calls made together say
+one thing, and must not double the pause once per call (issue #37).
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from typing import Any
 import psycopg
 
 from tidings.dispatch.record import Sent
-from tidings.providers.outcomes import Accepted, Indeterminate, RejectCode, Retryable
+from tidings.providers.outcomes import Accepted, Indeterminate, RejectCode, Rejected, Retryable
 from tidings.store import provider_pauses
 
 Conn = psycopg.Connection[Any]
@@ -50,6 +58,7 @@ def note_answers(
     paused: dict[PauseKey, datetime] = {}
     causes: dict[str, str] = {}  # account -> whose answer set its pause's end
     accepted = []
+    restricted: set[str] = set()  # accounts whose restriction this group counted
     for item in sent:
         result, account = item.result, item.claimed.provider
         tenant_id = item.claimed.intent.tenant_id
@@ -59,6 +68,9 @@ def note_answers(
         if isinstance(result, Retryable) and result.code in _RETRYABLE_BACKOFF:
             retry_after = result.retry_after_seconds
         elif isinstance(result, Indeterminate) and result.code in _STORM:
+            retry_after = None
+        elif _restricted(result) and account not in restricted:
+            restricted.add(account)
             retry_after = None
         else:
             continue
@@ -71,6 +83,10 @@ def note_answers(
     provider_pauses.note_accepted(conn, accepted, now)
     _log(paused, causes)
     return paused
+
+
+def _restricted(result: object) -> bool:
+    return isinstance(result, Rejected) and result.code is RejectCode.ACCOUNT_RESTRICTED
 
 
 def _later(

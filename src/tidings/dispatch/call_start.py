@@ -9,9 +9,10 @@ did, and lease recovery (dispatch/reconcile.py) reads the mark.
 The statement that writes the mark is also the last read of the claim's
 committed state before its call (R000.5 in docs/requirements.md): it marks
 only a claim still `sending` at its version under this worker's lease with
-no kill switch covering it and no opt-out or suppression of its
-destination newer than the claim, so a cancel, a kill switch, a STOP or a
-suppression that committed since the claim stops the call.
+no kill switch covering it, no opt-out or suppression of its
+destination newer than the claim and no pause of its provider account, so
+a cancel, a kill switch, a STOP, a suppression or another worker's 429
+that committed since the claim stops the call.
 
 Marks are grouped the way commits are: a send thread that reaches its call
 while another thread's mark is being written waits for that one to end,
@@ -41,6 +42,9 @@ class Verdict(StrEnum):
     # claim: hand it back, so the gate decides on what is true now.
     STOPPED = "stopped"
     EXPIRED = "expired"  # its deadline passed while it waited: hand it back to be expired
+    # Its provider account paused (or its tenant is held back on it) since
+    # the claim, by any worker's answers: hand it back until the pause ends.
+    PAUSED = "paused"
 
 
 class MarkFailed(Exception):
@@ -111,4 +115,6 @@ def verdict_of(found: MarkResult | None) -> Verdict:
         return Verdict.KILLED
     if found.stopped:
         return Verdict.STOPPED
+    if found.paused_until is not None:
+        return Verdict.PAUSED
     return Verdict.GO if found.marked else Verdict.WITHDRAWN

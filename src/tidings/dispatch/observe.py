@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 
-from tidings.dispatch.boundaries import intent_context
+from tidings.dispatch.boundaries import intent_context, note_receipt, receipt_span
 from tidings.dispatch.feedback import learn
 from tidings.domain.attempts import STILL_OPEN
 from tidings.domain.errors import StaleTransition
@@ -107,6 +107,15 @@ def apply_observation(
     lookup made for one tenant's attempt): it then matches only that
     tenant's attempts, and is the tenant an unmatched one is kept under.
     """
+    with receipt_span(obs, source) as span:
+        attempt, effect = _store_and_apply(conn, obs, source, now, tenant_hint)
+        note_receipt(span, attempt, effect)
+    return effect
+
+
+def _store_and_apply(
+    conn: Conn, obs: Observation, source: str, now: datetime, tenant_hint: str | None
+) -> tuple[Attempt | None, str]:
     attempt = find_attempt(conn, obs, tenant_hint)
     # Unmatched observations are kept too (tenant unknown yet: ''), apart,
     # and moved to the attempt's when its provider id is recorded.
@@ -114,7 +123,7 @@ def apply_observation(
     row = _row(obs, attempt, tenant, source, now)
     stored = observation_store.record(conn, row, matched=attempt is not None)
     if stored is None:
-        return "duplicate"
+        return attempt, "duplicate"
     effect, intent = "unmatched", None
     if attempt:
         effect, intent = _apply(conn, attempt, obs, now)
@@ -123,7 +132,7 @@ def apply_observation(
     observation_store.note_effect(
         conn, tenant, row["intent_id"], stored["id"], effect, matched=attempt is not None
     )
-    return effect
+    return attempt, effect
 
 
 def rematch(conn: Conn, provider: str, provider_message_id: str, now: datetime) -> int:
@@ -134,8 +143,10 @@ def rematch(conn: Conn, provider: str, provider_message_id: str, now: datetime) 
         attempt = find_attempt(conn, obs, row["tenant_id"] or None)
         if attempt is None:
             continue
-        effect, _ = _apply(conn, attempt, obs, now)
-        learn(conn, attempt, obs, now)
+        with receipt_span(obs, "rematch") as span:
+            effect, _ = _apply(conn, attempt, obs, now)
+            learn(conn, attempt, obs, now)
+            note_receipt(span, attempt, effect)
         observation_store.matched(
             conn,
             tenant_id=attempt.tenant_id,

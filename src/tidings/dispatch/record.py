@@ -20,10 +20,10 @@ from typing import Any
 import psycopg
 
 from tidings.dispatch.claim import Claimed
+from tidings.dispatch.feedback import learn_from_rejection
 from tidings.dispatch.observe import carry_settled_attempt, recording_provider_ids, rematch
 from tidings.domain.attempts import WORKER_SETTLES_FROM
 from tidings.domain.errors import StaleTransition
-from tidings.domain.feedback import INVALID, refusal_alert_key, send_lesson
 from tidings.domain.limits import LimitCheck
 from tidings.domain.schedules import next_check_at, retry_delay
 from tidings.domain.states import AttemptState
@@ -37,7 +37,7 @@ from tidings.providers.outcomes import (
     Retryable,
     SendResult,
 )
-from tidings.store import attempts, contacts, ledger
+from tidings.store import attempts, ledger
 from tidings.store.attempts import AttemptRef
 from tidings.store.isolation import FAILS_ALONE, POLICY_UNREADABLE, note
 
@@ -80,14 +80,18 @@ def record_result(
         return _deferred(conn, claimed, result, now, rng)
     if isinstance(result, Rejected):
         _settle(conn, claimed, AttemptState.FAILED, result.code.value, now)
-        _learn_from_rejection(conn, claimed, result, now)
+        learn_from_rejection(conn, claimed, result, now)
         return _move(
             conn,
             claimed,
             Event.PROVIDER_REJECTED,
             now,
             ledger.Move(decision_code=result.code.value),
-            {"code": result.code.value, "http_status": result.http_status},
+            {
+                "code": result.code.value,
+                "http_status": result.http_status,
+                "provider_code": result.provider_code,
+            },
         )
     return _indeterminate(conn, claimed, result, now)
 
@@ -251,40 +255,6 @@ def record_prepare_failure(conn: Conn, claimed: Claimed, code: str, now: datetim
     return _move(
         conn, claimed, Event.PREPARE_FAILED, now, ledger.Move(decision_code=code), {"code": code}
     )
-
-
-def _learn_from_rejection(conn: Conn, claimed: Claimed, result: Rejected, now: datetime) -> None:
-    """Only a rejection about the recipient (an opt-out the provider holds,
-    an address that does not exist) blocks the next send too; one about the
-    request, sender or account blocks nobody (domain/feedback.py)."""
-    intent = claimed.intent
-    alert = refusal_alert_key(intent.channel, result.code.value)
-    if alert is not None:
-        # Our request, sender or account is wrong: no resend or suppression
-        # fixes it, an operator must (no destination or body is logged).
-        log.warning(
-            "provider refused our request",
-            extra={"alert": alert, "provider": claimed.provider, "intent_id": str(intent.id)},
-        )
-    found = send_lesson(result.code.value)
-    if intent.destination_hash is None or found is None:
-        return
-    if found.kind == "opt_out":
-        contacts.opt_out(
-            conn,
-            intent.tenant_id,
-            intent.channel,
-            intent.destination_hash,
-            f"provider:{claimed.provider}",
-            now,
-        )
-    else:
-        # With its evidence (0035), so an operator reviewing suppressions
-        # sees which provider and attempt said the address does not exist.
-        evidence = contacts.Evidence(claimed.provider, intent.id, claimed.n, result.code.value)
-        contacts.block_observed(
-            conn, intent.tenant_id, intent.channel, intent.destination_hash, INVALID, evidence, now
-        )
 
 
 def _carry(conn: Conn, claimed: Claimed, now: datetime) -> None:

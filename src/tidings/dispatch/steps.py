@@ -24,7 +24,7 @@ import psycopg
 from tidings.dispatch import faults
 from tidings.dispatch.allowance import consume, spend_keys
 from tidings.dispatch.backoff import PauseKey, note_answers
-from tidings.dispatch.boundaries import intent_context
+from tidings.dispatch.boundaries import call_span, claim_spans, intent_context, note_answer
 from tidings.dispatch.call_start import CallStarts, Verdict, verdict_of
 from tidings.dispatch.claim import Claimed, ClaimRequest, claim_batch
 from tidings.dispatch.event_push import EventPusher
@@ -42,14 +42,14 @@ from tidings.dispatch.record import (
     record_prepare_failure,
     record_released,
     record_results,
-    record_withdrawn,
 )
 from tidings.dispatch.sweep import sweep
 from tidings.dispatch.window import Window
+from tidings.dispatch.withheld import record_withheld
 from tidings.dispatch.worker_config import WorkerConfig as WorkerConfig  # callers build both
 from tidings.jobs.prepare import prepare_next
 from tidings.observability.alerts import AlertSweeper
-from tidings.observability.process_metrics import record_call_withheld, record_claim
+from tidings.observability.process_metrics import record_claim
 from tidings.platform.outbound import AddressPolicy, OutboundClient
 from tidings.providers.accounts import Factory, ProviderAccounts, from_environment
 from tidings.providers.base import ProviderAdapter
@@ -137,22 +137,25 @@ class WorkerSteps:
             deadline_horizon_seconds=self.config.deadline_horizon_seconds,
         )
         started = time.monotonic()
-        try:
-            with self.runtime.db.transaction() as conn:
-                claimed = claim_batch(conn, request, self.runtime.clock.now(), self.facts)
-        except UNREADABLE as exc:
-            # One row of the batch cannot be read (invariant 11): claim it row
-            # by row, so that row is quarantined alone and the rest is sent.
-            log.warning("dispatch %s: unreadable batch (%s)", channel, type(exc).__name__)
-            claimed = claim_row_by_row(
-                self.runtime.db, request, self.runtime.clock.now(), self.facts
-            )
+        began = time.time_ns()
+        claimed = self._claim(request)
+        claim_spans(request, claimed, began, time.time_ns())
         self._log_claimed(claimed)
         urgent = sum(1 for c in claimed if c.intent.job_id is None)
         record_claim(channel, time.monotonic() - started, urgent, len(claimed) - urgent)
         if claimed:
             faults.point("after_claim")
         return claimed
+
+    def _claim(self, request: ClaimRequest) -> list[Claimed]:
+        try:
+            with self.runtime.db.transaction() as conn:
+                return claim_batch(conn, request, self.runtime.clock.now(), self.facts)
+        except UNREADABLE as exc:
+            # One row of the batch cannot be read (invariant 11): claim it row
+            # by row, so that row is quarantined alone and the rest is sent.
+            log.warning("dispatch %s: unreadable batch (%s)", request.channel, type(exc).__name__)
+            return claim_row_by_row(self.runtime.db, request, self.runtime.clock.now(), self.facts)
 
     def send_and_record(self, claimed: Claimed) -> IntentOutcome:
         self._hold([claimed])
@@ -283,7 +286,9 @@ class WorkerSteps:
         faults.point("before_send")
         log.info("provider call")
         started = time.monotonic()
-        result = call_provider(adapter, message, claimed.attempt_key)
+        with call_span(claimed) as span:
+            result = call_provider(adapter, message, claimed.attempt_key)
+            note_answer(span, result)
         if not isinstance(result, Retryable):  # a fast 429 must not widen the window
             self._windows[claimed.intent.channel].observe(time.monotonic() - started)
         log.info(
@@ -315,40 +320,36 @@ class WorkerSteps:
             self._release([claimed])
 
     def _mark_started(self, claims: Sequence[Claimed]) -> dict[Hashable, Verdict]:
-        marks = [
-            CallMark(
+        marks = {
+            c.intent.id: CallMark(
                 AttemptRef(c.intent.tenant_id, c.intent.id, c.n),
                 c.intent.version,
                 opted_out=c.opted_out,
                 suppressed=c.suppressed,
+                account=c.provider,
             )
             for c in claims
-        ]
+        }
         with self.runtime.db.statements() as conn:
-            found = mark_calls_started(conn, marks, self.owner, self.runtime.clock.now())
-        return {m.ref.intent_id: verdict_of(found.get(m.ref)) for m in marks}
+            found = mark_calls_started(
+                conn, list(marks.values()), self.owner, self.runtime.clock.now()
+            )
+        with self._inflight_lock:  # another worker's pause, learnt: this one keeps it too
+            for m in marks.values():
+                if (until := getattr(found.get(m.ref), "paused_until", None)) is not None:
+                    key: PauseKey = (m.account, m.ref.tenant_id)
+                    self._paused[key] = max(until, self._paused.get(key, until))
+        return {k: verdict_of(found.get(m.ref)) for k, m in marks.items()}
 
     def _not_called(self, claimed: Claimed, verdict: Verdict) -> IntentOutcome:
         """The read before the call found the claim no longer stands."""
-        now = self.runtime.clock.now()
+        due_at = self._paused_until(claimed.provider, claimed.intent.tenant_id)
         try:
-            with self.runtime.db.transaction() as conn:
-                if verdict is Verdict.KILLED:
-                    outcome = record_released(conn, claimed, now, code="KILL_SWITCH")
-                elif verdict is Verdict.STOPPED:
-                    # Due again at once: the gate reads the opt-out or
-                    # suppression and decides, with its own code.
-                    outcome = record_released(conn, claimed, now, code="RECIPIENT_STOPPED")
-                elif verdict is Verdict.EXPIRED:
-                    # Due again at once: the gate expires it, as any claim would.
-                    outcome = record_released(conn, claimed, now, code="EXPIRED")
-                else:
-                    outcome = record_withdrawn(conn, claimed, now)
+            return record_withheld(
+                self.runtime.db, claimed, verdict, self.runtime.clock.now(), due_at
+            )
         finally:
             self._release([claimed])
-        record_call_withheld(claimed.intent.channel, verdict.value)
-        log.info("provider call withheld", extra={"verdict": verdict.value})
-        return outcome
 
     def reconcile_for(self, budget_seconds: float, limit: int = 100) -> int:
         """Rounds of checks while a whole round was due, for at most about

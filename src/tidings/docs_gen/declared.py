@@ -87,10 +87,10 @@ def http_reference(document: dict[str, Any]) -> str:
                 out.append(f"{op['description'].strip()}\n")
             params = op.get("parameters", [])
             if params:
-                out.append("| parameter | in | required | type |\n|---|---|---|---|")
+                out.append("| parameter | in | required | type | meaning |\n|---|---|---|---|---|")
                 out += [
                     f"| `{p['name']}` | {p['in']} | {'yes' if p.get('required') else 'no'} "
-                    f"| {_type(p.get('schema', {}))} |"
+                    f"| {_type(p.get('schema', {}))} | {cell(p.get('description', ''))} |"
                     for p in params
                 ]
                 out.append("")
@@ -111,9 +111,10 @@ def http_reference(document: dict[str, Any]) -> str:
         props = schema.get("properties", {})
         if props:
             required = set(schema.get("required", []))
-            out.append("| field | type | required |\n|---|---|---|")
+            out.append("| field | type | required | meaning |\n|---|---|---|---|")
             out += [
-                f"| `{f}` | {_type(s)} | {'yes' if f in required else 'no'} |"
+                f"| `{f}` | {_type(s)} | {'yes' if f in required else 'no'} "
+                f"| {cell(s.get('description', ''))} |"
                 for f, s in props.items()
             ]
             out.append("")

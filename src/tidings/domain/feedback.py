@@ -8,7 +8,8 @@ not, since a later resend may pass. A fact about the request, the sender,
 the account or its configuration (`REQUEST_INVALID`, `SENDER_REJECTED`,
 `ACCOUNT_RESTRICTED`) blocks nobody: one bad `From` would otherwise
 suppress every address it touched. It fails the intent with a code that
-says whose fault it is, and alerts (`refusal_alert_key`).
+says whose fault it is, and alerts (`refusal_alert_key`); an account
+restriction also pauses the account (domain/breaker.py).
 
 Pure: the caller writes the block in the transaction that stores the
 answer or the observation.
@@ -90,6 +91,7 @@ def send_lesson(code: str) -> Lesson | None:
     return None
 
 
-def refusal_alert_key(channel: str, code: str) -> str | None:
-    """The alert a refusal of ours raises, or None when it is not one."""
-    return f"provider_refused:{channel}:{code}" if code in REFUSALS else None
+def refusal_alert_key(channel: str, account: str, code: str) -> str | None:
+    """The alert a refusal of ours raises (per tenant, channel, provider
+    account and code), or None when it is not one."""
+    return f"provider_refused:{channel}:{account}:{code}" if code in REFUSALS else None

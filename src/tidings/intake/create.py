@@ -38,6 +38,7 @@ from tidings.domain.states import IntentState
 from tidings.intake.cache import Candidates, IntakeCache, Remembered, TemplateKey
 from tidings.intake.edge import Edge
 from tidings.intake.request import IntentRequest
+from tidings.platform import tracing
 from tidings.platform.vault import Vault
 from tidings.store import ledger, templates
 from tidings.templates.model import TemplateRevision
@@ -63,6 +64,28 @@ def create_or_replay(
     cache: IntakeCache,
     wake: Callable[[str], None] | None = None,
     intent_id: UUID | None = None,
+) -> tuple[Intent, bool]:
+    """The intent for this key: created now (True) or the first one (False),
+    in the `intent.create` span (the API's create and `notify` alike)."""
+    with tracing.span("intent.create", tenant_id=tenant, channel=request.channel.value) as span:
+        intent, created = _create_or_replay(
+            conn, tenant, request, vault, now, actor, cache, wake, intent_id
+        )
+        if span:
+            span.set(created=created, **tracing.intent_attributes(intent))
+        return intent, created
+
+
+def _create_or_replay(
+    conn: psycopg.Connection[Any],
+    tenant: str,
+    request: IntentRequest,
+    vault: Vault,
+    now: datetime,
+    actor: str,
+    cache: IntakeCache,
+    wake: Callable[[str], None] | None,
+    intent_id: UUID | None,
 ) -> tuple[Intent, bool]:
     """The intent for this key: created now (True) or the first one (False).
 

@@ -157,7 +157,7 @@ class AwsAdapter(ProviderAdapter):
         mapped = self.map_code(reason) if reason else RejectCode.UNKNOWN
         if mapped is RejectCode.UNKNOWN:
             mapped = self.map_code(code)
-        return Rejected(mapped, detail, http)
+        return Rejected(mapped, detail, http, provider_code=reason or code)
 
 
 def error_parts(exc: ClientError) -> tuple[str, str | None, int | None, str]:

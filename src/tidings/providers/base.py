@@ -333,7 +333,7 @@ class HttpProviderAdapter(ProviderAdapter):
             return Rejected(RejectCode.AUTH_FAILED, _detail(response), response.status_code)
         raw = self.rejection_code(response)
         code = RejectCode.UNKNOWN if raw is None else self.map_code(raw)
-        return Rejected(code, _detail(response), response.status_code)
+        return Rejected(code, _detail(response), response.status_code, provider_code=raw)
 
     def parse_lookup(self, response: httpx.Response) -> Observation | None:
         if response.status_code == 404:

@@ -22,6 +22,8 @@ from typing import Any
 
 from tidings.domain.redaction import redact_value
 
+PROVIDER_CODE_CHARS = 64
+
 
 class ObservedStatus(StrEnum):
     accepted = "accepted"  # queued, sending or sent at the provider
@@ -78,6 +80,13 @@ class Rejected:
     http_status: int | None = None
     # The provider's answer, redacted and bounded (providers/response_body.py).
     response_body: str | None = None
+    # The provider's own error code (Twilio 21606, Vonage status 29, an AWS
+    # error name), bounded: what an operator looks up in its docs.
+    provider_code: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.provider_code is not None:
+            object.__setattr__(self, "provider_code", str(self.provider_code)[:PROVIDER_CODE_CHARS])
 
 
 @dataclass(frozen=True)

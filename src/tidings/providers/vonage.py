@@ -206,7 +206,7 @@ class VonageAdapter(HttpProviderAdapter):
             return Indeterminate(RejectCode.PROVIDER_ERROR, detail, 200)
         if status in RETRY_STATUSES:
             return Retryable(RETRY_STATUSES[status], None, detail, 200)
-        return Rejected(self.map_code(status), detail, 200)
+        return Rejected(self.map_code(status), detail, 200, provider_code=status)
 
     # --- delivery receipts --------------------------------------------------
 

@@ -72,3 +72,9 @@ def request_volume(
     `previous`; only keys with requests in the last two windows."""
     params = {"current": current, "previous": previous, "baseline_from": baseline_from}
     return fetch_all(conn, "alert_request_volume", params)
+
+
+def provider_refused(conn: Conn, since: datetime) -> list[Row]:
+    """Per tenant, channel, provider account and code: the refusals of our
+    request, sender or account since `since`, and the newest one."""
+    return fetch_all(conn, "alert_provider_refused", {"since": since})

@@ -140,6 +140,7 @@ class CallMark:
     version: int
     opted_out: bool = False
     suppressed: bool = False
+    account: str = ""  # the provider account the call goes to
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,9 @@ class MarkResult:
     killed: bool
     marked: bool
     stopped: bool = False
+    # Until when its provider account is paused (or its tenant held back on
+    # it) by answers recorded since the claim; None: not paused.
+    paused_until: datetime | None = None
 
 
 def mark_calls_started(
@@ -166,13 +170,18 @@ def mark_calls_started(
             "version": m.version,
             "opted_out": m.opted_out,
             "suppressed": m.suppressed,
+            "account": m.account,
         }
         for m in marks
     ]
     found = fetch_all(conn, "attempts_call_started", {**records(rows), "owner": owner, "now": now})
     return {
         AttemptRef(r["tenant_id"], r["intent_id"], r["n"]): MarkResult(
-            bool(r["held"]), bool(r["killed"]), bool(r["marked"]), bool(r["stopped"])
+            bool(r["held"]),
+            bool(r["killed"]),
+            bool(r["marked"]),
+            bool(r["stopped"]),
+            r["paused_until"],
         )
         for r in found
     }

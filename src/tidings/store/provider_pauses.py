@@ -11,7 +11,7 @@ from typing import Any
 
 import psycopg
 
-from tidings.domain.breaker import SHARED_MAX_SECONDS, Pause, pause_for
+from tidings.domain.breaker import SHARED_MAX_SECONDS, Pause, answers_before, pause_for
 from tidings.store.database import execute, fetch_all, fetch_one
 
 Conn = psycopg.Connection[Any]
@@ -39,14 +39,12 @@ def note_backoff(
     account (a pause for everyone, our own backoff capped at
     SHARED_MAX_SECONDS) and on the tenant (its own hold, growing on)."""
     row = fetch_one(conn, "provider_pause_lock", {"account": account})
-    shared = pause_for(
-        code, retry_after, int(row["failures"]) if row else 0, rng, cap=SHARED_MAX_SECONDS
-    )
+    shared = pause_for(code, retry_after, _before(code, row), rng, cap=SHARED_MAX_SECONDS)
     if shared is None:
         return Backoff(None, None)
     keys = {"account": account, "tenant_id": tenant_id, "code": code, "now": now}
     own_row = fetch_one(conn, "provider_backoff_lock", keys)
-    own = pause_for(code, retry_after, int(own_row["failures"]) if own_row else 0, rng)
+    own = pause_for(code, retry_after, _before(code, own_row), rng)
     assert own is not None  # the same answer: a back-off for both counts
     account_until = _note(conn, "provider_pause_note", "paused_until", shared, keys)
     tenant_until = _note(conn, "provider_backoff_note", "held_until", own, keys)
@@ -54,6 +52,10 @@ def note_backoff(
         account_until if account_until > now else None,
         tenant_until if tenant_until > now else None,
     )
+
+
+def _before(code: str, row: dict[str, Any] | None) -> int:
+    return answers_before(code, row["code"], int(row["failures"])) if row else 0
 
 
 def _note(conn: Conn, query: str, column: str, pause: Pause, keys: dict[str, Any]) -> datetime:

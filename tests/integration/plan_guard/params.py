@@ -147,6 +147,9 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "next_report_revision": {"id": "rep1"},
     "report_by_id": {"id": "rep1", "revision": 1},
     "scenario_intents": {"job_id": OTHER_JOB},
+    # The load's last hour (intents are one a second from START): its
+    # refusals, not the 2,400 before them.
+    "alert_provider_refused": {"since": START + timedelta(seconds=120000 - 3600)},
 }
 
 # Reads whose cost is what they are for: they cannot be bounded by a page.

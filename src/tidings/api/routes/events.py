@@ -22,9 +22,14 @@ router = APIRouter(prefix="/v1/events", tags=["events"])
 def list_events(
     caller: Reader,
     after: Annotated[
-        str | None, Query(max_length=200, description="`next` of the last page")
+        str | None,
+        Query(
+            max_length=200, description="`next` of the last page; omit to start at the beginning"
+        ),
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_EVENTS_PAGE)] = 100,
+    limit: Annotated[
+        int, Query(ge=1, le=MAX_EVENTS_PAGE, description="Most events in the page")
+    ] = 100,
 ) -> EventPage:
     page = caller.tidings.events(after, limit)
     return EventPage(

@@ -47,7 +47,14 @@ router = APIRouter(prefix="/v1/inbound", tags=["webhooks"])
     summary="A recipient's inbound SMS; STOP and START update the opt-out list",
 )
 def receive_inbound(
-    provider: Annotated[str, Path(examples=["simulator"])],
+    provider: Annotated[
+        str,
+        Path(
+            examples=["simulator"],
+            description="The provider adapter's name (twilio, aws_sms, sns, vonage, ses, "
+            "sendgrid, postmark, ...)",
+        ),
+    ],
     received: Annotated[WebhookRequest, Depends(webhook_request)],
     root: Annotated[Tidings, Depends(engine)],
     request: Request,

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Path, Query, Response
 
 from tidings.api.auth import Admission, Reader, Sender, SenderToAdmit
 from tidings.api.hop import in_thread
@@ -78,7 +78,7 @@ async def create_intent(
     return out
 
 
-Text = Annotated[str | None, Query(max_length=256)]
+IntentId = Annotated[str, Path(description="The intent's id (a UUID)")]
 
 
 @router.get(
@@ -88,15 +88,32 @@ Text = Annotated[str | None, Query(max_length=256)]
 )
 def list_intents(
     caller: Reader,
-    idempotency_key: Text = None,
-    recipient_ref: Text = None,
-    event_class: Text = None,
-    state: IntentState | None = None,
-    correlation_id: Text = None,
-    created_from: Annotated[datetime | None, Query(description="Inclusive, with offset")] = None,
-    created_to: Annotated[datetime | None, Query(description="Exclusive, with offset")] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
-    cursor: Annotated[str | None, Query(max_length=200, description="`next_cursor`")] = None,
+    idempotency_key: Annotated[
+        str | None, Query(max_length=256, description="Only the intent with this key")
+    ] = None,
+    recipient_ref: Annotated[
+        str | None, Query(max_length=256, description="Only intents to this recipient")
+    ] = None,
+    event_class: Annotated[
+        str | None, Query(max_length=256, description="Only intents of this event class")
+    ] = None,
+    state: Annotated[IntentState | None, Query(description="Only intents in this state")] = None,
+    correlation_id: Annotated[
+        str | None, Query(max_length=256, description="Only intents with this correlation id")
+    ] = None,
+    created_from: Annotated[
+        datetime | None, Query(description="Created at or after this time, with a UTC offset")
+    ] = None,
+    created_to: Annotated[
+        datetime | None, Query(description="Created before this time, with a UTC offset")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Most intents in the page")] = (
+        DEFAULT_PAGE
+    ),
+    cursor: Annotated[
+        str | None,
+        Query(max_length=200, description="`next_cursor` of the last page; omit for the first"),
+    ] = None,
 ) -> IntentPageOut:
     # Newest first; every filter given must match (docs/finding.md).
     page = caller.tidings.list_intents(
@@ -114,7 +131,7 @@ def list_intents(
 
 
 @router.get("/{intent_id}", responses=responses(NOT_FOUND), summary="One intent and its attempts")
-def get_intent(intent_id: str, caller: Reader) -> IntentOut:
+def get_intent(intent_id: IntentId, caller: Reader) -> IntentOut:
     return IntentOut.of(caller.tidings.get(intent_id))
 
 
@@ -139,13 +156,13 @@ def cancel_matching(body: CancelManyIn, caller: Sender) -> CancelCountsOut:
     responses=responses(*WITH_BODY, NOT_FOUND, 409),
     summary="Stop any further attempt; 409 with the state when already terminal",
 )
-def cancel_intent(intent_id: str, body: CancelIn, caller: Sender) -> IntentOut:
+def cancel_intent(intent_id: IntentId, body: CancelIn, caller: Sender) -> IntentOut:
     caller.tidings.cancel(intent_id, body.reason.value, actor=caller.actor)
     return IntentOut.of(caller.tidings.get(intent_id))
 
 
 @router.get("/{intent_id}/timeline", responses=responses(NOT_FOUND), summary="Everything, in order")
-def intent_timeline(intent_id: str, caller: Reader) -> Timeline:
+def intent_timeline(intent_id: IntentId, caller: Reader) -> Timeline:
     entries = [TimelineEntryOut.of(e) for e in caller.tidings.timeline(intent_id)]
     return Timeline(intent_id=UUID(intent_id), entries=entries)
 

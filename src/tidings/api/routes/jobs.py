@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Header, Path, Query, Response
 
 from tidings.api.auth import Reader, Sender
 from tidings.api.openapi import NOT_FOUND, WITH_BODY, responses
@@ -15,6 +16,7 @@ from tidings.domain.errors import InvalidInput
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 MAX_CURSOR_DIGITS = 19
+JobId = Annotated[str, Path(description="The job's id (a UUID)")]
 
 
 @router.post(
@@ -39,10 +41,12 @@ def post_job(body: JobIn, caller: Sender, response: Response) -> JobAccepted:
     summary="Status and kept counts; ETag, and when to poll again",
 )
 def get_job(
-    job_id: str,
+    job_id: JobId,
     caller: Reader,
     response: Response,
-    if_none_match: str | None = Header(None),
+    if_none_match: str | None = Header(
+        None, description="An ETag this answer gave before: 304 when nothing moved since"
+    ),
 ) -> JobStatus | Response:
     status = JobStatus(**caller.tidings.job(job_id))
     tag = etag(status)
@@ -65,7 +69,7 @@ def etag(status: JobStatus) -> str:
     responses=responses(*WITH_BODY, NOT_FOUND, 409),
     summary="Cancel every open intent of the job, in batches; 409 while it is preparing",
 )
-def cancel_job(job_id: str, body: CancelIn, caller: Sender) -> CancelCountsOut:
+def cancel_job(job_id: JobId, body: CancelIn, caller: Sender) -> CancelCountsOut:
     counts = caller.tidings.cancel_job(job_id, body.reason.value, actor=caller.actor)
     return CancelCountsOut(canceled=counts.canceled, already_final=counts.already_final)
 
@@ -76,10 +80,10 @@ def cancel_job(job_id: str, body: CancelIn, caller: Sender) -> CancelCountsOut:
     summary="Recipients of the frozen audience, by a stable cursor",
 )
 def get_recipients(
-    job_id: str,
+    job_id: JobId,
     caller: Reader,
-    after: str | None = None,
-    limit: int = Query(100, ge=1, le=1000),
+    after: str | None = Query(None, description="`next` of the last page; omit for the first"),
+    limit: int = Query(100, ge=1, le=1000, description="Most recipients in the page"),
 ) -> RecipientPage:
     start = _cursor(after)
     return RecipientPage(**caller.tidings.job_recipients(job_id, after=start, limit=limit))

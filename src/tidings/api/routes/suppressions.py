@@ -28,13 +28,25 @@ SuppressionId = Annotated[str, Path(max_length=64, description="The suppression'
 )
 def list_suppressions(
     caller: Reader,
-    reason: Reason | None = None,
-    provider: Annotated[Text | None, Query(max_length=64)] = None,
-    channel: ChannelName | None = None,
-    since: Annotated[datetime | None, Query(description="Created at or after, with offset")] = None,
+    reason: Annotated[Reason | None, Query(description="Only suppressions for this reason")] = None,
+    provider: Annotated[
+        Text | None,
+        Query(max_length=64, description="Only suppressions this provider's evidence made"),
+    ] = None,
+    channel: Annotated[
+        ChannelName | None, Query(description="Only suppressions on this channel")
+    ] = None,
+    since: Annotated[
+        datetime | None, Query(description="Created at or after this time, with a UTC offset")
+    ] = None,
     lifted: Annotated[bool, Query(description="List the lifted suppressions instead")] = False,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
-    cursor: Annotated[str | None, Query(max_length=200, description="`next_cursor`")] = None,
+    limit: Annotated[
+        int, Query(ge=1, le=MAX_PAGE, description="Most suppressions in the page")
+    ] = DEFAULT_PAGE,
+    cursor: Annotated[
+        str | None,
+        Query(max_length=200, description="`next_cursor` of the last page; omit for the first"),
+    ] = None,
 ) -> SuppressionPageOut:
     page = caller.tidings.list_suppressions(
         reason=reason,

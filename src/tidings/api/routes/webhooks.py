@@ -82,7 +82,14 @@ async def webhook_request(request: Request) -> WebhookRequest:
     summary="A provider's status callback; 401 and nothing recorded unless signed",
 )
 def receive_webhook(
-    provider: Annotated[str, Path(examples=["simulator"])],
+    provider: Annotated[
+        str,
+        Path(
+            examples=["simulator"],
+            description="The provider adapter's name (twilio, aws_sms, sns, vonage, ses, "
+            "sendgrid, postmark, ...)",
+        ),
+    ],
     received: Annotated[WebhookRequest, Depends(webhook_request)],
     request: Request,
 ) -> WebhookReceived:

@@ -16,10 +16,22 @@ class CancelManyIn(RequestModel):
         json_schema_extra={"examples": [{"reason": "class_canceled", "event_class": "spin-771"}]},
     )
 
-    reason: CancelReason
-    event_class: Text | None = Field(default=None, max_length=200)
-    recipient_ref: Text | None = Field(default=None, max_length=200)
-    correlation_id: Text | None = Field(default=None, max_length=200)
+    reason: CancelReason = Field(
+        description="Why: member_left, class_canceled, spot_claimed, deadline or operator"
+    )
+    event_class: Text | None = Field(
+        default=None,
+        max_length=200,
+        description="Cancel only intents of this event class; null: any",
+    )
+    recipient_ref: Text | None = Field(
+        default=None, max_length=200, description="Cancel only intents to this recipient; null: any"
+    )
+    correlation_id: Text | None = Field(
+        default=None,
+        max_length=200,
+        description="Cancel only intents with this correlation id; null: any",
+    )
 
 
 class CancelCountsOut(BaseModel):

@@ -17,21 +17,31 @@ Reason = Literal["hard_bounce", "complaint", "operator", "invalid"]
 
 class SuppressionOut(BaseModel):
     id: UUID = Field(description="Name it to lift the suppression")
-    state: Literal["active", "lifted"]
-    channel: Literal["sms", "email"]
+    state: Literal["active", "lifted"] = Field(
+        description="active, or lifted (the destination is sent to again)"
+    )
+    channel: Literal["sms", "email"] = Field(
+        description="The channel the destination is suppressed on"
+    )
     destination_hash: str = Field(
         description="The destination's keyed hash, the same for every intent to it"
     )
     reason: Reason = Field(description="What suppressed the destination")
-    created_at: datetime
+    created_at: datetime = Field(description="When it was suppressed (UTC)")
     provider: str | None = Field(description="The provider whose answer or receipt said so")
     intent_id: UUID | None = Field(description="The intent whose attempt the evidence is from")
-    attempt_n: int | None
+    attempt_n: int | None = Field(
+        description="The number of the attempt the evidence is from; null when not from an attempt"
+    )
     raw_status: str | None = Field(description="The provider's own word, or the reject code")
     recipient_ref: str | None = Field(description="The evidence intent's recipient")
-    lifted_at: datetime | None = None
+    lifted_at: datetime | None = Field(
+        default=None, description="When it was lifted (UTC); null while active"
+    )
     lifted_by: str | None = Field(None, description="Who lifted it: an API key's actor, cli")
-    lift_reason: str | None = None
+    lift_reason: str | None = Field(
+        default=None, description="Why it was lifted; null while active"
+    )
 
     @classmethod
     def of(cls, s: Suppression) -> SuppressionOut:

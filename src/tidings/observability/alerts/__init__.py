@@ -36,6 +36,12 @@ batch finishing:
   refused ones included, jumped against that country's or prefix's own
   baseline (SMS pumping; requests.py). A page from
   ``TIDINGS_ALERT_REQUEST_PAGE_REQUESTS`` up, a warning below it.
+* ``provider_refused:<channel>:<account>:<code>``: a provider refused our
+  request (``REQUEST_INVALID``), our sender (``SENDER_REJECTED``) or our
+  account (``ACCOUNT_RESTRICTED``) within
+  ``TIDINGS_ALERT_REFUSAL_WINDOW_SECONDS`` (refusals.py). The last two page
+  (every send fails alike); an invalid request warns, and pages from
+  ``TIDINGS_ALERT_REFUSAL_PAGE_REQUESTS`` refusals in the window up.
 
 A warning needs age only, so someone can look before the objective is
 spent. A page needs age AND affected volume: a single slow receipt that
@@ -65,6 +71,7 @@ import psycopg
 
 from tidings.domain.ids import uuid7
 from tidings.observability.alerts.config import AlertConfig
+from tidings.observability.alerts.refusals import evaluate_refusals
 from tidings.observability.alerts.requests import evaluate_requests
 from tidings.observability.alerts.retries import evaluate_retries
 from tidings.observability.alerts.rules import Alert, Conn, evaluate
@@ -88,6 +95,7 @@ def every_condition(conn: Conn, now: datetime, config: AlertConfig) -> list[Aler
         *evaluate(conn, now, config),
         *evaluate_retries(conn, now, config),
         *evaluate_requests(conn, now, config),
+        *evaluate_refusals(conn, now, config),
     ]
 
 

@@ -66,6 +66,13 @@ class AlertConfig:
     request_floor: int = 30
     request_factor: float = 5.0
     request_page_requests: int = 300
+    # `provider_refused` (refusals.py): refusals of our request, sender or
+    # account within this window hold it open. SENDER_REJECTED and
+    # ACCOUNT_RESTRICTED page at once (every send fails alike); a
+    # REQUEST_INVALID may be one template's or one caller's, so it warns,
+    # and pages from `refusal_page_requests` in the window up.
+    refusal_window_seconds: float = 3600.0
+    refusal_page_requests: int = 10
 
     def objective_for(self, event_class: str, channel: str) -> Objective:
         return (
@@ -113,6 +120,8 @@ class AlertConfig:
             request_floor=int(num("REQUEST_FLOOR", base.request_floor)),
             request_factor=num("REQUEST_FACTOR", base.request_factor),
             request_page_requests=int(num("REQUEST_PAGE_REQUESTS", base.request_page_requests)),
+            refusal_window_seconds=num("REFUSAL_WINDOW_SECONDS", base.refusal_window_seconds),
+            refusal_page_requests=int(num("REFUSAL_PAGE_REQUESTS", base.refusal_page_requests)),
         )
 
 

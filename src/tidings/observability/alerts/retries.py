@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 
-from tidings.domain.breaker import SHARED_MAX_SECONDS
+from tidings.domain.breaker import ACCOUNT_RESTRICTED, SHARED_MAX_SECONDS
 from tidings.domain.schedules import DEFAULT_MAX_PENDING_SECONDS
 from tidings.observability.alerts.config import AlertConfig
 from tidings.observability.alerts.rules import Alert, Conn, duration_text
@@ -42,8 +42,8 @@ def _paused(rows: list[Row], now: datetime) -> Iterator[Alert]:
             f"{row['account']} said back off ({row['code']}, {row['failures']} answer(s) in a "
             f"row), drawn by {caused_by}: every worker waits for it, other accounts go on. "
             + _held_text(held)
-            + "Check the provider's status page and your account's rate limits; the pause "
-            f"ends by itself at {row['paused_until'].isoformat()}. "
+            + _check_text(row["code"])
+            + f"the pause ends by itself at {row['paused_until'].isoformat()}. "
             f"Run `tidings timeline {row['sample_id']}`."
         )
         yield Alert(
@@ -66,6 +66,15 @@ def _paused(rows: list[Row], now: datetime) -> Iterator[Alert]:
                 "action": action,
             },
         )
+
+
+def _check_text(code: str) -> str:
+    if code == ACCOUNT_RESTRICTED:  # the account's state, not a pace (provider_refused pages)
+        return (
+            "The account is restricted (a sandbox, a whitelist, a suspension): lift the "
+            "restriction in the provider's console; the intents wait unsent meanwhile, and "
+        )
+    return "Check the provider's status page and your account's rate limits; "
 
 
 def _held_text(held: datetime | None) -> str:

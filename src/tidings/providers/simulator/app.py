@@ -4,7 +4,8 @@ Route names are public (tests, the demo and the reliability suite use them):
 send (`POST /sms/send`, `POST /email/send`), lookups (`GET /messages/{id}`,
 `GET /messages?idempotency_key=`, `GET /{channel}/messages?to=&sent_after=`
 and `?reference=`, each only where the profile's provider offers it: 501
-`NOT_SUPPORTED` otherwise), and test controls under `/_`: `_ledger`,
+`NOT_SUPPORTED` otherwise), providers' own wires (Twilio's Messages API,
+Postmark's `/email` and `/messages/outbound`), and test controls under `/_`: `_ledger`,
 `_reset`, `_config`, `_profiles`, `_advance`, `_receipts`.
 """
 
@@ -21,7 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
-from tidings.providers.simulator import wire_twilio
+from tidings.providers.simulator import wire_postmark, wire_twilio
 from tidings.providers.simulator.config import SimulatorConfig
 from tidings.providers.simulator.core import LookupFailed, NotSupported, SimulatorCore
 from tidings.providers.simulator.receipts import ReceiptDispatcher
@@ -67,7 +68,8 @@ def create_app(core: SimulatorCore | None = None, *, deliver_receipts: bool = Tr
 
 
 def _wire_routes(app: FastAPI, core: SimulatorCore) -> None:
-    """Twilio's own wire (wire_twilio.py), for the real Twilio adapter."""
+    """Providers' own wires: Twilio's (wire_twilio.py) and Postmark's
+    (wire_postmark.py), for the real adapters."""
 
     @app.api_route("/2010-04-01/Accounts/{rest:path}", methods=["GET", "POST"])
     async def twilio(request: Request) -> JSONResponse:
@@ -83,6 +85,24 @@ def _wire_routes(app: FastAPI, core: SimulatorCore) -> None:
             dict(request.query_params),
             form,
             request.headers.get("authorization"),
+        )
+        await asyncio.sleep(reply.latency_s + reply.stall_s)
+        return JSONResponse(reply.body, reply.status_code, headers=reply.headers)
+
+    # Postmark's own wire (wire_postmark.py), for the real Postmark adapter;
+    # registered before `/messages/{message_id}`, which would take "outbound".
+    @app.post(wire_postmark.SEND_PATH)
+    @app.get(wire_postmark.SEARCH_PATH)
+    @app.get(wire_postmark.SEARCH_PATH + "/{message_id}/details")
+    async def postmark(request: Request) -> JSONResponse:
+        reply = wire_postmark.answer(
+            core,
+            wire_postmark.server_of(core.config),
+            request.method,
+            request.url.path,
+            dict(request.query_params),
+            await request.body(),
+            request.headers.get("x-postmark-server-token"),
         )
         await asyncio.sleep(reply.latency_s + reply.stall_s)
         return JSONResponse(reply.body, reply.status_code, headers=reply.headers)

@@ -232,21 +232,19 @@ class SimulatorCore:
         query = {}
         if played.echo is Echo.CALLBACK_QUERY:
             query = {played.reference_field: message.idempotency_key}
+        made: dict[str, Any] = {"query": query, "profile": played.name, "to": message.to}
         for event, due in zip(events, dues, strict=True):
             # Drawn for every stage, reported or not, so profiles share one stream.
             lost, duplicated = rng.random() < c.loss_rate, rng.random()
             if event is None:
                 continue
             if lost:
-                lost_one = Receipt(event, due, state="lost", query=query, profile=played.name)
-                self._receipts.append(lost_one)
+                self._receipts.append(Receipt(event, due, state="lost", **made))
                 continue
-            self._schedule(Receipt(event, due, query=query, profile=played.name))
+            self._schedule(Receipt(event, due, **made))
             if duplicated < c.duplicate_rate:
                 again = due + rng.uniform(0, spread)
-                self._schedule(
-                    Receipt(event, again, duplicate=True, query=query, profile=played.name)
-                )
+                self._schedule(Receipt(event, again, duplicate=True, **made))
 
     @staticmethod
     def _event(

@@ -22,6 +22,7 @@ from tidings.providers.simulator import SimulatorCore
 from tidings.providers.simulator.adapter import SimulatorAdapter
 from tidings.providers.simulator.core import LookupFailed, NotSupported
 from tidings.providers.simulator.receipts import render
+from tidings.providers.simulator.wire_postmark import PostmarkTransport, is_postmark_path
 from tidings.providers.simulator.wire_twilio import TwilioTransport, is_twilio_path
 
 IN_PROCESS_URL = "http://simulator.in-process"
@@ -34,13 +35,17 @@ class CoreTransport(httpx.BaseTransport):
     def __init__(self, core: SimulatorCore, *, honor_latency: bool = False):
         self._core = core
         self._honor_latency = honor_latency
-        # The core speaks Twilio's own wire too, for the real Twilio adapter.
+        # The core speaks Twilio's and Postmark's own wires too, for the
+        # real adapters.
         self._twilio = TwilioTransport(core)
+        self._postmark = PostmarkTransport(core)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
         if is_twilio_path(path):
             return self._twilio.handle_request(request)
+        if is_postmark_path(request.method, path):
+            return self._postmark.handle_request(request)
         if request.method == "POST" and path in SEND_PATHS:
             return self.send(SEND_PATHS[path], json.loads(request.content), request)
         if request.method == "GET" and path == "/_config":

@@ -209,9 +209,14 @@ PROFILES: dict[str, Profile] = {
                 ("queued", None): ("Queued", None),
                 ("sent", None): ("Sent", None),
                 ("delivered", None): ("Delivery", None),
+                ("delivered", "COMPLAINT"): ("SpamComplaint", "SpamComplaint"),
                 ("undelivered", "BOUNCED"): ("Bounce", "SoftBounce"),
                 ("undelivered", None): ("Bounce", "Transient"),
-                ("failed", "CONTENT_REJECTED"): ("Bounce", "BadEmailAddress"),
+                # Postmark's bounce types: content refused after acceptance is
+                # a SpamNotification (BadEmailAddress would say the address
+                # does not exist); an ISP's block of the sender is Blocked.
+                ("failed", "CONTENT_REJECTED"): ("Bounce", "SpamNotification"),
+                ("failed", "SENDER_REJECTED"): ("Bounce", "Blocked"),
                 ("failed", None): ("Bounce", "HardBounce"),
             },
             search_visible_after_ms=1_000.0,

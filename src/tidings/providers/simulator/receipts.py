@@ -9,7 +9,9 @@ Signature: header `X-Simulator-Signature: t=<unix>,v1=<hex>` where hex is
 HMAC-SHA256(secret, f"{t}.{body}") over the raw body bytes, or, when the
 receipt's URL carries a query of ours (the Twilio profile's callback
 reference), HMAC-SHA256(secret, f"{t}.{query}.{body}"): like Twilio's, the
-signature then covers what the URL says. `t` is wall-clock time of signing,
+signature then covers what the URL says. With `wire` on, the `twilio` and
+`postmark` profiles' receipts are those providers' own (wire_twilio.py,
+wire_postmark.py). `t` is wall-clock time of signing,
 never the simulated clock, so `advance()` cannot make a receipt look stale
 to the receiver.
 """
@@ -28,7 +30,7 @@ from urllib.parse import urlencode
 
 import httpx
 
-from tidings.providers.simulator import wire_twilio
+from tidings.providers.simulator import wire_postmark, wire_twilio
 from tidings.providers.simulator.core import SimulatorCore
 from tidings.providers.simulator.records import Receipt
 
@@ -135,6 +137,12 @@ class ReceiptDispatcher:
         if config.wire and receipt.profile == "twilio":
             account = wire_twilio.account_of(config)
             headers, body = wire_twilio.status_callback(receipt, account, url)
+        elif config.wire and receipt.profile == "postmark":
+            posted = wire_postmark.webhook(receipt, wire_postmark.server_of(config))
+            if posted is None:  # a stage Postmark posts no webhook for ("Sent")
+                self._core.mark(receipt, "dropped", attempted=False)
+                return
+            headers, body = posted
         else:
             headers, body = render(
                 receipt.event, config.webhook_secret, stamp, query, receipt.profile

@@ -67,6 +67,7 @@ class Receipt:
     # reference there, not in the body).
     query: dict[str, str] = field(default_factory=dict)
     profile: str = "ideal"  # the provider speaking, for the receiver (PROFILE_HEADER)
+    to: str = ""  # the message's destination, for wires whose receipts name it
 
     def view(self) -> dict[str, Any]:
         return {

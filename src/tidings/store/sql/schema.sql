@@ -1151,3 +1151,9 @@ CREATE INDEX suppression_lifts_listing ON suppression_lifts (tenant_id, created_
 -- anomaly alert reads a day of these rows, never the claims' counters.
 CREATE INDEX rate_counters_request_volume ON rate_counters (window_start)
     WHERE scope = 'request_volume';
+
+-- Issue #37: the provider_refused alert reads the window's refusals of our
+-- request, sender or account (0039, alert_scans.sql alert_provider_refused).
+CREATE INDEX attempts_refused ON attempts (terminal_at)
+    WHERE state = 'failed'
+      AND code IN ('REQUEST_INVALID', 'SENDER_REJECTED', 'ACCOUNT_RESTRICTED');

@@ -276,3 +276,39 @@ WHERE scope = 'request_volume' AND window_start >= %(baseline_from)s
   AND window_start <= %(current)s
 GROUP BY tenant_id, key
 HAVING coalesce(sum(used) FILTER (WHERE window_start >= %(previous)s), 0) > 0;
+
+-- name: alert_provider_refused
+-- Attempts a provider refused for a fault of ours (the request, the sender,
+-- the account: domain/feedback.py REFUSALS) since `since`, per tenant,
+-- channel, provider account and code: the count, and the newest one with
+-- the provider's status and own code from its rejection's audit row (never
+-- a destination or a body). Read through attempts_refused (0039): the
+-- window's refusals, never the history. The code list is the index's.
+WITH r AS (
+    SELECT a.tenant_id, a.channel, a.provider, a.code, count(*) AS refusals,
+           min(a.terminal_at) AS first_at, max(a.terminal_at) AS latest_at
+    FROM attempts a
+    WHERE a.state = 'failed'
+      AND a.code IN ('REQUEST_INVALID', 'SENDER_REJECTED', 'ACCOUNT_RESTRICTED')
+      AND a.terminal_at >= %(since)s
+    GROUP BY a.tenant_id, a.channel, a.provider, a.code
+)
+SELECT r.tenant_id, r.channel, r.provider AS account, r.code, r.refusals, r.first_at,
+       r.latest_at, s.intent_id AS sample_id, s.n AS sample_n,
+       t.input ->> 'http_status' AS http_status, t.input ->> 'provider_code' AS provider_code
+FROM r
+CROSS JOIN LATERAL (
+    SELECT a.intent_id, a.n FROM attempts a
+    WHERE a.state = 'failed'
+      AND a.code IN ('REQUEST_INVALID', 'SENDER_REJECTED', 'ACCOUNT_RESTRICTED')
+      AND a.terminal_at >= %(since)s AND a.terminal_at <= r.latest_at
+      AND a.tenant_id = r.tenant_id AND a.channel = r.channel AND a.provider = r.provider
+      AND a.code = r.code
+    ORDER BY a.terminal_at DESC, a.intent_id DESC, a.n DESC LIMIT 1
+) AS s
+LEFT JOIN LATERAL (
+    SELECT t.input FROM transitions t
+    WHERE t.tenant_id = r.tenant_id AND t.intent_id = s.intent_id
+      AND t.event = 'provider_rejected'
+    ORDER BY t.version DESC LIMIT 1
+) AS t ON true;

@@ -154,13 +154,15 @@ WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s
 -- claim's version under this worker's lease with no kill switch covering
 -- it, and no opt-out or suppression of its destination has been committed
 -- since the claim read them (`opted_out`, `suppressed`: what the claim
--- saw). The caller calls exactly the marked ones. Lease recovery locks the
+-- saw), and its provider account is not paused for it (a pause another
+-- worker's answers began after this claim). The caller calls exactly the
+-- marked ones. Lease recovery locks the
 -- attempt row before it decides (attempt_for_recovery), so a mark and a
 -- recovery never both win: a mark waiting on that lock finds the row gone.
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb)
          AS t (tenant_id text, intent_id uuid, n int, version int,
-               opted_out boolean, suppressed boolean)
+               opted_out boolean, suppressed boolean, account text)
     LIMIT %(count)s  -- the batch's size, for the planner (see attempts_accepted)
 ), checked AS (
     SELECT t.tenant_id, t.intent_id, t.n,
@@ -179,17 +181,25 @@ WITH input AS (
            OR (NOT t.suppressed AND EXISTS (
                SELECT 1 FROM suppressions s
                WHERE s.tenant_id = i.tenant_id AND s.channel = i.channel
-                 AND s.destination_hash = i.destination_hash)) AS stopped
+                 AND s.destination_hash = i.destination_hash)) AS stopped,
+           -- greatest() skips NULLs: NULL when neither pause holds.
+           greatest(
+               (SELECT p.paused_until FROM provider_pauses p
+                WHERE p.account = t.account AND p.paused_until > %(now)s),
+               (SELECT b.held_until FROM provider_backoffs b
+                WHERE b.tenant_id = t.tenant_id AND b.account = t.account
+                  AND b.held_until > %(now)s)) AS paused_until
     FROM input t JOIN intents i ON i.tenant_id = t.tenant_id AND i.id = t.intent_id
 ), marked AS (
     UPDATE attempts a SET call_started_at = %(now)s
     FROM checked c
     WHERE a.tenant_id = c.tenant_id AND a.intent_id = c.intent_id AND a.n = c.n
-      AND c.held AND NOT c.killed AND NOT c.stopped
+      AND c.held AND NOT c.killed AND NOT c.stopped AND c.paused_until IS NULL
       AND a.state = 'sending' AND a.call_started_at IS NULL
     RETURNING a.tenant_id, a.intent_id, a.n
 )
-SELECT c.tenant_id, c.intent_id, c.n, c.held, c.killed, c.stopped, m.n IS NOT NULL AS marked
+SELECT c.tenant_id, c.intent_id, c.n, c.held, c.killed, c.stopped, c.paused_until,
+       m.n IS NOT NULL AS marked
 FROM checked c
 LEFT JOIN marked m ON m.tenant_id = c.tenant_id AND m.intent_id = c.intent_id AND m.n = c.n;
 

@@ -1,7 +1,7 @@
 -- name: provider_pause_lock
 -- The account's row, locked, so two workers' back-off answers count in order.
 -- Always locked before a tenant's row (provider_backoff_lock): one order, no deadlock.
-SELECT failures, paused_until FROM provider_pauses WHERE account = %(account)s FOR UPDATE;
+SELECT failures, paused_until, code FROM provider_pauses WHERE account = %(account)s FOR UPDATE;
 
 -- name: provider_pause_note
 -- One more back-off answer; a pause only ever lengthens. `caused_by` is the
@@ -32,7 +32,7 @@ WHERE paused_until > %(now)s ORDER BY account;
 
 -- name: provider_backoff_lock
 -- The tenant's own count on the account, locked (after the account's row).
-SELECT failures FROM provider_backoffs
+SELECT failures, code FROM provider_backoffs
 WHERE tenant_id = %(tenant_id)s AND account = %(account)s FOR UPDATE;
 
 -- name: provider_backoff_note
