@@ -9,14 +9,14 @@ ALTER TABLE controls
 ALTER TABLE controls DROP CONSTRAINT controls_pkey;
 ALTER TABLE controls ADD PRIMARY KEY (tenant_id, kind, channel, country, purpose, event_class);
 
--- Item 2: shadow mode may let a live cohort through, the recipients whose
+-- Shadow mode may let a live cohort through, the recipients whose
 -- stable bucket (domain/rollout.py) is below live_percent. It only grows
 -- (store/controls.py refuses a smaller one); the kill switch has none.
 ALTER TABLE controls
     ADD COLUMN live_percent smallint NOT NULL DEFAULT 0
         CHECK (live_percent BETWEEN 0 AND 100 AND (kind = 'shadow_mode' OR live_percent = 0));
 
--- Item 4, how shadow mode ends: an intent created while shadow mode
+-- How shadow mode ends: an intent created while shadow mode
 -- covered it stays the live system's even when claimed after shadow mode
 -- was turned off (docs/replay.md). A control remembers when it was last
 -- turned on and off; rows on now count as on since their last change.
