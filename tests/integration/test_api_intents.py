@@ -173,10 +173,20 @@ def test_controls_set_and_list(api: TestClient) -> None:
     assert killed.status_code == 200, killed.text
     state = killed.json()
     assert state["kind"] == "kill_switch" and state["enabled"] is True
-    assert state["scope"] == {"channel": "sms", "country": None}
+    assert state["scope"] == {
+        "channel": "sms",
+        "country": None,
+        "purpose": None,
+        "event_class": None,
+    }
     assert state["updated_by"].startswith("api:")
     shadow = api.put("/v1/controls/shadow-mode", json={"enabled": True, "scope": {"country": "de"}})
-    assert shadow.json()["scope"] == {"channel": None, "country": "DE"}
+    assert shadow.json()["scope"] == {
+        "channel": None,
+        "country": "DE",
+        "purpose": None,
+        "event_class": None,
+    }
     kinds = {(c["kind"], c["enabled"]) for c in api.get("/v1/controls").json()["items"]}
     assert kinds == {("kill_switch", True), ("shadow_mode", True)}
     is_problem(

@@ -37,6 +37,7 @@ def test_the_new_routes_are_documented_with_example_bodies(document: dict[str, A
         "/v1/jobs/{job_id}/cancel",
         "/v1/intents/cancel",
         "/v1/controls/shadow-mode/report",
+        "/v1/controls/rollout-report",
     ):
         assert path in document["paths"], path
         body = request_schema(document, path)

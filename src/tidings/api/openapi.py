@@ -48,6 +48,7 @@ _OPERATION_IDS = {
     "kill_switch": "set_kill_switch",
     "shadow_mode": "set_shadow_mode",
     "shadow_mode_report": "get_shadow_mode_report",
+    "rollout_report": "get_rollout_report",
     "put_event_webhook": "set_event_webhook",
 }
 _PROBLEM_REF = "#/components/schemas/Problem"

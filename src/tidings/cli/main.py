@@ -9,6 +9,7 @@ import typer
 from tidings.cli import development, operations, policies, processes, templates
 from tidings.cli.intents import intents_app
 from tidings.cli.keys import keys_app
+from tidings.cli.rollout import rollout_app
 from tidings.cli.stop import exit_on_sigterm
 from tidings.cli.suppressions import suppressions_app
 
@@ -48,6 +49,8 @@ app.add_typer(policy_app, name="policy")
 app.add_typer(intents_app, name="intents")
 # Issue #37, item 5: suppressions reviewed and lifted (cli/suppressions.py).
 app.add_typer(suppressions_app, name="suppressions")
+# Issue #41, item 1: a rollout step's counts (cli/rollout.py).
+app.add_typer(rollout_app, name="rollout")
 
 for command in (
     operations.migrate,

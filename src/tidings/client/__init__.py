@@ -31,6 +31,7 @@ from tidings.client.contacts import ContactMethods
 from tidings.client.jobs import JobMethods
 from tidings.client.keys import KeyMethods
 from tidings.client.listing import ListingMethods
+from tidings.client.rollout import RolloutMethods
 from tidings.client.serving import ServingMethods
 from tidings.client.setup import SetupMethods
 from tidings.client.shadow import live_outcomes, shadow_report
@@ -61,6 +62,7 @@ class Tidings(
     ServingMethods,
     ListingMethods,
     SuppressionMethods,
+    RolloutMethods,
 ):
     def __init__(
         self,

@@ -10,6 +10,7 @@ from anyio import to_thread
 
 from tidings.client.base import ClientBase
 from tidings.domain.errors import InvalidInput
+from tidings.domain.rollout import Scope
 from tidings.platform.outbound import AddressPolicy
 from tidings.store import controls as control_store
 from tidings.store import event_webhooks
@@ -74,22 +75,32 @@ class SetupMethods(ClientBase):
         *,
         channel: str | None = None,
         country: str | None = None,
+        purpose: str | None = None,
+        event_class: str | None = None,
+        live_percent: int | None = None,
         actor: str = "library",
-    ) -> None:
-        """Kill switch or shadow mode, for all or one channel and country."""
+    ) -> int:
+        """Kill switch or shadow mode, for all or one channel, country,
+        notification purpose and event class (None: all).
+
+        Shadow mode's `live_percent` (0..100) sends for real to the
+        recipients whose stable bucket is below it (domain/rollout.py); it
+        only grows (a smaller one raises CohortShrink), None keeps the
+        stored one (0 for a new control). Returns the live percent stored."""
         if kind not in control_store.KINDS:
             raise InvalidInput("kind", "use kill_switch or shadow_mode")
+        _check_live_percent(kind, live_percent)
         self._ensure_tenant()
         with self.db.transaction() as conn:
-            control_store.set_control(
+            return control_store.set_control(
                 conn,
                 self.tenant,
                 kind,
                 enabled,
-                channel=channel,
-                country=country,
+                scope=Scope(channel or "", country or "", purpose or "", event_class or ""),
                 now=self.clock.now(),
                 actor=actor,
+                live_percent=live_percent,
             )
 
     def set_event_webhook(self, url: str, secret: str) -> None:
@@ -137,3 +148,12 @@ def _check_event_webhook(url: str, secret: str) -> None:
         raise InvalidInput("url", "must be an http(s) URL")
     if len(secret) < 16:
         raise InvalidInput("secret", "must be at least 16 characters")
+
+
+def _check_live_percent(kind: str, live_percent: int | None) -> None:
+    if live_percent is None:
+        return
+    if kind != "shadow_mode":
+        raise InvalidInput("live_percent", "only shadow mode has a live cohort")
+    if isinstance(live_percent, bool) or not 0 <= live_percent <= 100:
+        raise InvalidInput("live_percent", "a whole percent, 0 to 100")

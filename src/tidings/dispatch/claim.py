@@ -24,6 +24,7 @@ from tidings.domain.intent import Intent
 from tidings.domain.keys import attempt_key
 from tidings.domain.policy import dispatch_action, limit_decision
 from tidings.domain.policy_document import Policy
+from tidings.domain.rollout import cohort_of
 from tidings.observability.process_metrics import record_rate_limit_wait
 from tidings.store import attempts, claims, controls, ledger, provider_pauses
 from tidings.store.attempts import AttemptRef
@@ -96,16 +97,18 @@ def claim_batch(
     intents = [Intent.from_row(r) for r in rows]
     by_id = {r["id"]: r for r in rows}
     tenants = {i.tenant_id for i in intents}
-    shadowed = controls.shadow_scopes(conn, tenants) if tenants else set()
+    shadows = controls.shadow_controls(conn, tenants) if tenants else []
     moves = _Moves(conn, request, now)
     for intent in intents:
         if moves.started_for(intent):
             # A frequency cap counts the recipient's attempts; the one this
             # batch started must be in the table before the count.
             moves.flush()
-        result = decide(
-            conn, intent, now, shadow=_covered(intent, shadowed), facts=facts, row=by_id[intent.id]
-        )
+        cohort = cohort_of(intent, shadows) if shadows else None
+        shadow = cohort is not None and not cohort.live
+        result = decide(conn, intent, now, shadow=shadow, facts=facts, row=by_id[intent.id])
+        if cohort is not None:  # the decision's inputs say which side it fell on
+            result = replace(result, inputs={**(result.inputs or {}), "cohort": cohort.inputs()})
         moves.add(_apply(conn, intent, result, request, now))
     moves.flush()
     return [
@@ -248,14 +251,3 @@ def _start_attempt(
         intent, claim_event(ClaimVerdict.SEND), actor, move, {**detail, "attempt": n}
     )
     return _Start(step, n, attempt_key(intent.id, n), policy)
-
-
-def _covered(intent: Intent, scopes: set[tuple[str, str, str]]) -> bool:
-    if not scopes:  # shadow mode is rare; this runs for every claimed intent
-        return False
-    country = intent.country or ""
-    return any(
-        (intent.tenant_id, channel, c) in scopes
-        for channel in ("", intent.channel)
-        for c in ("", country)
-    )

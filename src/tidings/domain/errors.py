@@ -165,6 +165,23 @@ class AlreadyLifted(Conflict):
         self.lifted_by = lifted_by
 
 
+class CohortShrink(Conflict):
+    """Shadow mode's live cohort set smaller than it is: refused, since
+    growing never re-decides a recipient already live and shrinking would.
+    To stop sends in a scope, use the kill switch."""
+
+    code = "COHORT_SHRINK"
+
+    def __init__(self, stored: int, asked: int) -> None:
+        super().__init__(
+            f"the live cohort is {stored}% and can only grow (asked {asked}%): a smaller"
+            " one would shadow recipients already sent to for real; to stop sends in"
+            " this scope, turn on the kill switch"
+        )
+        self.stored = stored
+        self.asked = asked
+
+
 class StaleTransition(TidingsError):
     """Zero rows matched the version-checked update: stop, do not retry blindly."""
 

@@ -1,4 +1,5 @@
-"""Controls: the kill switch and shadow mode, per tenant, channel and country.
+"""Controls: the kill switch and shadow mode, per tenant, channel, country,
+notification purpose and event class.
 
 A scope is stored with '' for "all" (the primary key cannot hold NULLs);
 the country is kept upper-case.
@@ -12,7 +13,9 @@ from typing import Any
 
 import psycopg
 
-from tidings.store.database import Row, execute, fetch_all
+from tidings.domain.errors import CohortShrink
+from tidings.domain.rollout import Scope, ShadowControl
+from tidings.store.database import Row, fetch_all, fetch_one
 
 Conn = psycopg.Connection[Any]
 KINDS = ("kill_switch", "shadow_mode")
@@ -24,24 +27,31 @@ def set_control(
     kind: str,
     enabled: bool,
     *,
-    channel: str | None,
-    country: str | None,
+    scope: Scope,
     now: datetime,
     actor: str,
-) -> None:
-    execute(
+    live_percent: int | None = None,
+) -> int:
+    """Set one control; its live percent as stored after. A live percent
+    smaller than the stored one is refused (CohortShrink)."""
+    key = {
+        "tenant_id": tenant_id,
+        "kind": kind,
+        "channel": scope.channel,
+        "country": scope.country.upper(),
+        "purpose": scope.purpose,
+        "event_class": scope.event_class,
+    }
+    row = fetch_one(
         conn,
         "set_control",
-        {
-            "tenant_id": tenant_id,
-            "kind": kind,
-            "channel": channel or "",
-            "country": (country or "").upper(),
-            "enabled": enabled,
-            "now": now,
-            "actor": actor,
-        },
+        {**key, "enabled": enabled, "now": now, "actor": actor, "live_percent": live_percent},
     )
+    if row is None:
+        stored = fetch_one(conn, "control_live_percent", key)
+        assert stored is not None  # the upsert matched it, and refused
+        raise CohortShrink(stored["live_percent"], live_percent or 0)
+    return int(row["live_percent"])
 
 
 def controls_of(conn: Conn, tenant_id: str) -> list[Row]:
@@ -49,7 +59,28 @@ def controls_of(conn: Conn, tenant_id: str) -> list[Row]:
     return fetch_all(conn, "controls_of", {"tenant_id": tenant_id})
 
 
-def shadow_scopes(conn: Conn, tenants: Collection[str]) -> set[tuple[str, str, str]]:
-    """The (tenant, channel, country) scopes in shadow mode among these tenants."""
+def shadow_controls(conn: Conn, tenants: Collection[str]) -> list[ShadowControl]:
+    """The shadow controls of these tenants that are on, or were on once."""
     rows = fetch_all(conn, "shadow_controls", {"tenants": sorted(tenants)})
-    return {(r["tenant_id"], r["channel"], r["country"]) for r in rows}
+    return [
+        ShadowControl(
+            r["tenant_id"],
+            Scope(r["channel"], r["country"], r["purpose"], r["event_class"]),
+            r["live_percent"],
+            None if r["enabled"] else (r["enabled_at"], r["disabled_at"]),
+        )
+        for r in rows
+    ]
+
+
+def shadow_control(conn: Conn, tenant_id: str, scope: Scope) -> Row | None:
+    """The shadow control of exactly this scope, on or off, if ever set."""
+    key = {
+        "tenant_id": tenant_id,
+        "kind": "shadow_mode",
+        "channel": scope.channel,
+        "country": scope.country.upper(),
+        "purpose": scope.purpose,
+        "event_class": scope.event_class,
+    }
+    return fetch_one(conn, "control_live_percent", key)

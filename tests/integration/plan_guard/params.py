@@ -134,6 +134,15 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "limit": 51,
     },
     "shadow_decisions": {"after": intent_id(G)},
+    # A rollout step's hour of one tenant's sms, every country and purpose.
+    "rollout_counts": {"country": None, "purpose": None},
+    # One control by its whole key: the tenant's shadow mode on every sms.
+    "control_live_percent": {
+        "kind": "shadow_mode",
+        "country": "",
+        "purpose": "",
+        "event_class": "",
+    },
     "events_after": {"id": 0},
     "next_report_revision": {"id": "rep1"},
     "report_by_id": {"id": "rep1", "revision": 1},

@@ -1,4 +1,5 @@
-"""Operator controls: the kill switch and shadow mode, per channel/country."""
+"""Operator controls: the kill switch and shadow mode, per channel, country,
+notification purpose and event class."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from fastapi import APIRouter
 from tidings.api.auth import Admin, Caller, Reader
 from tidings.api.openapi import WITH_BODY, responses
 from tidings.api.schemas.admin import ControlIn, ControlList, ControlOut, ControlScope
-from tidings.api.schemas.shadow import ShadowReport, ShadowReportIn
+from tidings.api.schemas.shadow import (
+    RolloutReport,
+    RolloutReportIn,
+    ShadowReport,
+    ShadowReportIn,
+)
 
 router = APIRouter(prefix="/v1/controls", tags=["controls"])
 
@@ -37,6 +43,24 @@ def shadow_mode_report(body: ShadowReportIn, caller: Reader) -> ShadowReport:
     return ShadowReport(**report)
 
 
+@router.post(
+    "/rollout-report",
+    responses=responses(*WITH_BODY),
+    summary="Count a rollout step before its live cohort grows (docs/operations.md)",
+)
+def rollout_report(body: RolloutReportIn, caller: Reader) -> RolloutReport:
+    scope = body.scope
+    report = caller.tidings.rollout_report(
+        since=body.since,
+        until=body.until,
+        channel=scope.channel,
+        country=scope.country,
+        purpose=scope.purpose,
+        event_class=scope.event_class,
+    )
+    return RolloutReport(**report)
+
+
 @router.get("", responses=responses(), summary="Every control ever set, on or off")
 def list_controls(caller: Admin) -> ControlList:
     return ControlList(items=[_out(r) for r in _rows(caller)])
@@ -45,10 +69,27 @@ def list_controls(caller: Admin) -> ControlList:
 def _set(caller: Caller, kind: str, body: ControlIn) -> ControlOut:
     scope = body.scope
     caller.tidings.set_control(
-        kind, body.enabled, channel=scope.channel, country=scope.country, actor=caller.actor
+        kind,
+        body.enabled,
+        channel=scope.channel,
+        country=scope.country,
+        purpose=scope.purpose,
+        event_class=scope.event_class,
+        live_percent=body.live_percent,
+        actor=caller.actor,
     )
-    wanted = (kind, scope.channel or "", (scope.country or "").upper())
-    return next(_out(r) for r in _rows(caller) if (r["kind"], r["channel"], r["country"]) == wanted)
+    wanted = (kind, *_key(scope.model_dump()))
+    return next(_out(r) for r in _rows(caller) if (r["kind"], *_key(r)) == wanted)
+
+
+def _key(scope: dict[str, Any]) -> tuple[str, ...]:
+    """A scope as stored: '' for all, the country upper-case."""
+    return (
+        scope["channel"] or "",
+        (scope["country"] or "").upper(),
+        scope["purpose"] or "",
+        scope["event_class"] or "",
+    )
 
 
 def _rows(caller: Caller) -> list[dict[str, Any]]:
@@ -57,11 +98,13 @@ def _rows(caller: Caller) -> list[dict[str, Any]]:
 
 def _out(row: dict[str, Any]) -> ControlOut:
     # Stored '' means "all"; the API says so with null.
-    scope: dict[str, Any] = {"channel": row["channel"] or None, "country": row["country"] or None}
+    names = ("channel", "country", "purpose", "event_class")
+    scope: dict[str, Any] = {name: row[name] or None for name in names}
     return ControlOut(
         kind=row["kind"],
         enabled=row["enabled"],
         scope=ControlScope(**scope),
+        live_percent=row["live_percent"],
         updated_at=row["updated_at"],
         updated_by=row["updated_by"],
     )

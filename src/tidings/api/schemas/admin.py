@@ -165,6 +165,12 @@ class ControlScope(RequestModel):
         pattern=r"^[A-Za-z]{2}$",
         description="ISO 3166 two-letter country covered; null: every country",
     )
+    purpose: Annotated[Text, Field(min_length=1, max_length=200)] | None = Field(
+        default=None, description="The notification purpose covered; null: every purpose"
+    )
+    event_class: Annotated[Text, Field(min_length=1, max_length=200)] | None = Field(
+        default=None, description="The event class covered; null: every event class"
+    )
 
 
 class ControlIn(RequestModel):
@@ -179,6 +185,13 @@ class ControlIn(RequestModel):
     scope: ControlScope = Field(
         default_factory=ControlScope, description="What it covers; empty: everything"
     )
+    live_percent: int | None = Field(
+        default=None,
+        ge=0,
+        le=100,
+        description="Shadow mode only: the recipients sent to for real, by stable bucket;"
+        " it only grows (a smaller one is 409 COHORT_SHRINK); absent keeps the stored one",
+    )
 
 
 class ControlOut(BaseModel):
@@ -187,6 +200,7 @@ class ControlOut(BaseModel):
     )
     enabled: bool = Field(description="Whether it is on")
     scope: ControlScope = Field(description="What it covers")
+    live_percent: int = Field(description="Shadow mode's live cohort, 0..100; 0 for a kill switch")
     updated_at: datetime = Field(description="When it was last set (UTC)")
     updated_by: str = Field(description="The actor that last set it")
 

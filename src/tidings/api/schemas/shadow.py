@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tidings.api.schemas.admin import ControlScope
 from tidings.api.schemas.common import Moment, RequestModel, Text
 
 # A report compares one rollout window; a bigger comparison is paged by window.
@@ -79,3 +80,48 @@ class ShadowReport(BaseModel):
     live_without_shadow_decision_examples: list[str] = Field(
         description="Up to 100 of their idempotency keys, sorted"
     )
+
+
+class RolloutReportIn(RequestModel):
+    since: Moment = Field(description="the step's start: intents created at or after it")
+    until: Moment | None = Field(default=None, description="created before it (no bound)")
+    scope: ControlScope = Field(
+        default_factory=ControlScope, description="What to count; empty: everything"
+    )
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "since": "2026-12-01T09:00:00Z",
+                    "scope": {"channel": "sms", "country": "DE", "purpose": "marketing"},
+                }
+            ]
+        },
+    )
+
+
+class RolloutCounts(BaseModel):
+    intents: int = Field(description="Created in the window, in the scope")
+    waiting: int = Field(description="not decided yet: pending or due again")
+    decided: int = Field(description="Decided by a claim: every state but pending and due again")
+    shadowed: int = Field(description="decided in shadow mode: the live system's")
+    sent: int = Field(description="accepted by a provider")
+    delivered: int = Field(description="Delivered, by receipt or lookup")
+    failed: int = Field(description="Failed for good")
+    unknown: int = Field(description="outcome unknown: resolve before the next step")
+    in_flight: int = Field(description="sending, accepted or reconciling")
+    not_sent: int = Field(description="refused by the policy, expired or canceled")
+
+
+class RolloutReport(BaseModel):
+    tenant: str = Field(description="The tenant counted")
+    scope: ControlScope = Field(description="The scope counted; null fields: all")
+    since: str = Field(description="The window's start")
+    until: str | None = Field(description="The window's end; null: now")
+    as_of: str = Field(description="when the report was made")
+    shadow_mode: bool = Field(description="the shadow control of exactly this scope is on")
+    live_percent: int | None = Field(description="its live cohort; null when never set")
+    counts: RolloutCounts = Field(description="The scope's intents by where they stand")
+    settled: bool = Field(description="nothing waiting and nothing in flight")

@@ -343,7 +343,8 @@ CREATE TABLE policies (
 
 CREATE INDEX policies_current ON policies (tenant_id, published_at DESC);
 
--- Kill switch and shadow mode. An empty channel or country covers all.
+-- Kill switch and shadow mode. An empty channel, country, purpose or event
+-- class covers all.
 CREATE TABLE controls (
     tenant_id   text        NOT NULL REFERENCES tenants (tenant_id),
     kind        text        NOT NULL CHECK (kind IN ('kill_switch', 'shadow_mode')),
@@ -352,7 +353,17 @@ CREATE TABLE controls (
     enabled     boolean     NOT NULL,
     updated_at  timestamptz NOT NULL,
     updated_by  text        NOT NULL,
-    PRIMARY KEY (tenant_id, kind, channel, country)
+    -- Scoped by notification purpose and event class too (0042).
+    purpose     text        NOT NULL DEFAULT '',
+    event_class text        NOT NULL DEFAULT '',
+    -- Shadow mode's live cohort (0042, domain/rollout.py): only grows.
+    live_percent smallint   NOT NULL DEFAULT 0
+        CHECK (live_percent BETWEEN 0 AND 100 AND (kind = 'shadow_mode' OR live_percent = 0)),
+    -- When it was last turned on, and off (0042): shadow mode goes on
+    -- covering the intents created while it was on (docs/replay.md).
+    enabled_at  timestamptz,
+    disabled_at timestamptz,
+    PRIMARY KEY (tenant_id, kind, channel, country, purpose, event_class)
 );
 
 CREATE TABLE rate_counters (

@@ -49,7 +49,8 @@ urgent AS (
           AND NOT EXISTS (
               SELECT 1 FROM controls c
               WHERE c.tenant_id = i.tenant_id AND c.kind = 'kill_switch' AND c.enabled
-                AND c.channel IN ('', i.channel) AND c.country IN ('', coalesce(i.country, '')))
+                AND c.channel IN ('', i.channel) AND c.country IN ('', coalesce(i.country, ''))
+                AND c.purpose IN ('', i.purpose) AND c.event_class IN ('', i.event_class))
           AND NOT EXISTS (
               -- A tenant whose own traffic drew the account's back-off answers
               -- waits out its own hold; the others go on (dispatch/backoff.py).
@@ -76,7 +77,8 @@ soon AS (
           AND NOT EXISTS (
               SELECT 1 FROM controls c
               WHERE c.tenant_id = i.tenant_id AND c.kind = 'kill_switch' AND c.enabled
-                AND c.channel IN ('', i.channel) AND c.country IN ('', coalesce(i.country, '')))
+                AND c.channel IN ('', i.channel) AND c.country IN ('', coalesce(i.country, ''))
+                AND c.purpose IN ('', i.purpose) AND c.event_class IN ('', i.event_class))
           AND NOT EXISTS (
               SELECT 1 FROM provider_backoffs b
               WHERE b.tenant_id = i.tenant_id AND b.account = %(account)s
@@ -94,7 +96,8 @@ sending_jobs AS (
       AND NOT EXISTS (
           SELECT 1 FROM controls c
           WHERE c.tenant_id = j.tenant_id AND c.kind = 'kill_switch' AND c.enabled
-            AND c.channel IN ('', %(channel)s) AND c.country = '')
+            AND c.channel IN ('', %(channel)s) AND c.country = ''
+            AND c.purpose = '' AND c.event_class = '')
       AND NOT EXISTS (
           SELECT 1 FROM provider_backoffs b
           WHERE b.tenant_id = j.tenant_id AND b.account = %(account)s
@@ -123,7 +126,8 @@ bulk AS (
           AND NOT EXISTS (
               SELECT 1 FROM controls c
               WHERE c.tenant_id = i.tenant_id AND c.kind = 'kill_switch' AND c.enabled
-                AND c.channel IN ('', i.channel) AND c.country = coalesce(i.country, ''))
+                AND c.channel IN ('', i.channel) AND c.country IN ('', coalesce(i.country, ''))
+                AND c.purpose IN ('', i.purpose) AND c.event_class IN ('', i.event_class))
           AND NOT EXISTS (SELECT 1 FROM soon o WHERE o.tenant_id = i.tenant_id AND o.id = i.id)
         ORDER BY i.next_due_at, i.id
         LIMIT s.quota
@@ -139,7 +143,8 @@ fill AS (
       AND NOT EXISTS (
           SELECT 1 FROM controls c
           WHERE c.tenant_id = i.tenant_id AND c.kind = 'kill_switch' AND c.enabled
-            AND c.channel IN ('', i.channel) AND c.country IN ('', coalesce(i.country, '')))
+            AND c.channel IN ('', i.channel) AND c.country IN ('', coalesce(i.country, ''))
+            AND c.purpose IN ('', i.purpose) AND c.event_class IN ('', i.event_class))
       AND NOT EXISTS (
           SELECT 1 FROM provider_backoffs b
           WHERE b.tenant_id = i.tenant_id AND b.account = %(account)s

@@ -172,6 +172,7 @@ WITH input AS (
                SELECT 1 FROM controls c
                WHERE c.tenant_id = i.tenant_id AND c.kind = 'kill_switch' AND c.enabled
                  AND c.channel IN ('', i.channel) AND c.country IN ('', coalesce(i.country, ''))
+                 AND c.purpose IN ('', i.purpose) AND c.event_class IN ('', i.event_class)
            ) AS killed,
            (NOT t.opted_out AND EXISTS (
                SELECT 1 FROM opt_outs o

@@ -65,7 +65,8 @@ WHERE i.tenant_id = %(tenant_id)s AND i.id = %(id)s
   AND NOT EXISTS (
       SELECT 1 FROM controls c
       WHERE c.tenant_id = i.tenant_id AND c.kind = 'kill_switch' AND c.enabled
-        AND c.channel IN ('', i.channel) AND c.country IN ('', coalesce(i.country, '')))
+        AND c.channel IN ('', i.channel) AND c.country IN ('', coalesce(i.country, ''))
+        AND c.purpose IN ('', i.purpose) AND c.event_class IN ('', i.event_class))
   AND NOT EXISTS (
       -- A tenant whose own traffic drew the account's back-off answers
       -- waits out its own hold; the others go on (dispatch/backoff.py).
