@@ -353,13 +353,13 @@ CREATE TABLE controls (
     enabled     boolean     NOT NULL,
     updated_at  timestamptz NOT NULL,
     updated_by  text        NOT NULL,
-    -- Scoped by notification purpose and event class too (0042).
+    -- Scoped by notification purpose and event class too (0041).
     purpose     text        NOT NULL DEFAULT '',
     event_class text        NOT NULL DEFAULT '',
-    -- Shadow mode's live cohort (0042, domain/rollout.py): only grows.
+    -- Shadow mode's live cohort (0041, domain/rollout.py): only grows.
     live_percent smallint   NOT NULL DEFAULT 0
         CHECK (live_percent BETWEEN 0 AND 100 AND (kind = 'shadow_mode' OR live_percent = 0)),
-    -- When it was last turned on, and off (0042): shadow mode goes on
+    -- When it was last turned on, and off (0041): shadow mode goes on
     -- covering the intents created while it was on (docs/replay.md).
     enabled_at  timestamptz,
     disabled_at timestamptz,
