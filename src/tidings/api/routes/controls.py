@@ -26,7 +26,10 @@ def kill_switch(body: ControlIn, caller: Admin) -> ControlOut:
 
 
 @router.put(
-    "/shadow-mode", responses=responses(*WITH_BODY), summary="Decide but never send, in a scope"
+    "/shadow-mode",
+    # 409 COHORT_SHRINK: a live_percent below the scope's; the kill switch stops sends.
+    responses=responses(*WITH_BODY, 409),
+    summary="Decide but never send, in a scope",
 )
 def shadow_mode(body: ControlIn, caller: Admin) -> ControlOut:
     return _set(caller, "shadow_mode", body)
