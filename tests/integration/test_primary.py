@@ -123,3 +123,26 @@ def test_a_create_whose_commit_answer_was_lost_is_still_a_creation_when_run_agai
     # A client's own replay of the same key is still a replay.
     again = tidings.record_intent(actor="test", **request)
     assert not again.created and again.item.id == chosen
+
+
+def test_a_scrape_while_the_pool_is_busy_answers_ledger_down_and_blames_no_primary(
+    db_url: str,
+) -> None:
+    # The scrape waits only briefly for a connection: during a failover it
+    # must still answer with this process's series (the waiting gauge above
+    # all). A busy pool is no news about the primary.
+    from types import SimpleNamespace
+
+    from tidings import ManualClock
+    from tidings.observability.metrics import ledger_registry
+
+    database = Database(db_url, max_size=1)
+    try:
+        runtime = SimpleNamespace(db=database, clock=ManualClock())
+        with database.pool.connection():  # the pool's only connection, held
+            body = generate_latest(ledger_registry(runtime)).decode()  # type: ignore[arg-type]
+        assert "tidings_ledger_up 0.0" in body
+        assert "tidings_database_waiting_for_primary 0.0" in body
+        assert not WATCH.waiting
+    finally:
+        database.close()

@@ -47,6 +47,10 @@ CHANNELS = ("sms", "email")
 # A slow scrape gives up rather than hold a pooled connection: Prometheus
 # retries on its next interval, and tidings_ledger_up says what happened.
 SCRAPE_TIMEOUT_MS = 5000
+# A scrape during a failover must answer, ledger down, with this process's
+# own series (tidings_database_waiting_for_primary above all), not wait for
+# the pool's connection as long as a request would and time out.
+SCRAPE_CONNECTION_WAIT_SECONDS = 1.0
 ATTEMPT_BUCKETS = (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0)
 LATENCY_BUCKETS = (
     1.0,
@@ -106,7 +110,7 @@ class LedgerCollector(Collector):
             "tidings_ledger_up", "1 when the last scrape could read the ledger rows, else 0."
         )
         try:
-            with self.runtime.db.transaction() as conn:
+            with self.runtime.db.transaction(wait=SCRAPE_CONNECTION_WAIT_SECONDS) as conn:
                 metrics_reads.limit_statement_time(conn, SCRAPE_TIMEOUT_MS)
                 families = list(_ledger_families(conn, now))
         except psycopg.Error as exc:

@@ -15,7 +15,7 @@ from weakref import WeakKeyDictionary
 import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from tidings.store.primary import WATCH, PrimaryUnavailable, read_only, without_primary
 from tidings.store.queries import planned_each_time, q
@@ -87,14 +87,16 @@ class Database:
 
     @contextmanager
     def transaction(
-        self, conn: psycopg.Connection[Any] | None = None
+        self, conn: psycopg.Connection[Any] | None = None, *, wait: float | None = None
     ) -> Iterator[psycopg.Connection[Any]]:
-        """A transaction on our pool, or a savepoint inside the caller's."""
+        """A transaction on our pool, or a savepoint inside the caller's.
+        `wait`: at most this long for a connection (else the pool's own)."""
         if conn is not None:
             with conn.transaction():
                 yield conn
             return
-        with self._primary() as own, own.transaction():
+        # A short wait's timeout says the pool is busy, not that no primary answers.
+        with self._primary(wait, timeout_is_news=wait is None) as own, own.transaction():
             yield own
 
     @contextmanager
@@ -136,9 +138,13 @@ class Database:
             time.sleep(AGAIN_PAUSE_SECONDS)  # the pool is reconnecting; bounded by the deadline
 
     @contextmanager
-    def _primary(self, wait: float | None = None) -> Iterator[psycopg.Connection[Any]]:
+    def _primary(
+        self, wait: float | None = None, *, timeout_is_news: bool = True
+    ) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection, with what its errors say about the primary
-        noted (store/primary.py): waiting for one, or reached again."""
+        noted (store/primary.py): waiting for one, or reached again. Without
+        `timeout_is_news`, a wait for a connection that times out is not
+        taken to mean the primary is gone."""
         own = None
         try:
             with self.pool.connection(timeout=wait) as own:
@@ -150,7 +156,8 @@ class Database:
                     own.close()  # a standby: the pool must not hand it out again
                     raise PrimaryUnavailable(f"the database is read-only: {exc}") from exc
         except psycopg.Error as exc:
-            if without_primary(exc, own):
+            timed_out = own is None and isinstance(exc, PoolTimeout)
+            if without_primary(exc, own) and (timeout_is_news or not timed_out):
                 WATCH.lost(exc, self.url)
             raise
         WATCH.reached(self.url)
