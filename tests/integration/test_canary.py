@@ -128,3 +128,15 @@ def test_canary_run_by_hand(
         ("email", False),
     ]
     assert [a["key"] for a in _canary_alerts(tidings)] == ["canary_failed:simulator"]
+
+
+def test_canaries_are_metered_apart(tidings: Tidings, clock: ManualClock) -> None:
+    from tests.integration.test_metrics import scrape
+
+    run_round(tidings.db, _adapters(simulator(clock, rate_5xx=1.0)), clock.now(), {})
+    m = scrape(tidings)
+    labels = (("channel", "sms"), ("provider", "simulator"), ("target", "simulator-success"))
+    assert m[("tidings_canary_ok", labels)] == 0.0
+    stamp = (("channel", "email"), ("provider", "simulator"))
+    assert m[("tidings_canary_last_run_timestamp_seconds", stamp)] == clock.now().timestamp()
+    assert not any(name == "tidings_intents" and value for (name, _), value in m.items())
