@@ -140,3 +140,19 @@ def test_canaries_are_metered_apart(tidings: Tidings, clock: ManualClock) -> Non
     stamp = (("channel", "email"), ("provider", "simulator"))
     assert m[("tidings_canary_last_run_timestamp_seconds", stamp)] == clock.now().timestamp()
     assert not any(name == "tidings_intents" and value for (name, _), value in m.items())
+
+
+def test_the_console_overview_shows_the_canaries(tidings: Tidings, clock: ManualClock) -> None:
+    from tests.security.test_console_session import browser, sign_in
+
+    from .api_support import new_key
+
+    http = browser(tidings)
+    assert sign_in(http, new_key(tidings, tidings.tenant, policy=False)).status_code in (302, 303)
+    assert "No canary has run" in http.get("/console/").text
+    run_round(tidings.db, _adapters(simulator(clock, rate_5xx=1.0)), clock.now(), {})
+    page = http.get("/console/")
+    assert page.status_code == 200, page.text
+    assert "<h2>Canaries</h2>" in page.text
+    assert '<span class="badge canary failed">failed</span>' in page.text
+    assert "simulator-success" in page.text and "+1555" not in page.text
