@@ -156,3 +156,32 @@ def test_the_console_overview_shows_the_canaries(tidings: Tidings, clock: Manual
     assert "<h2>Canaries</h2>" in page.text
     assert '<span class="badge canary failed">failed</span>' in page.text
     assert "simulator-success" in page.text and "+1555" not in page.text
+
+
+def test_a_receipt_of_non_delivery_fails_the_canary(tidings: Tidings, clock: ManualClock) -> None:
+    core = simulator(clock, delivered_share=0.0, receipt_delay_ms=0.0)
+    found = run_round(tidings.db, _adapters(core), clock.now(), {})
+    assert [(r.ok, r.answer.startswith("receipt:")) for r in found.results] == [
+        (False, True),
+        (False, True),
+    ]
+
+
+def test_the_worker_runs_a_due_round_on_a_thread_of_its_own(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    from .dispatch_helpers import worker
+
+    core = simulator(clock)
+    run = worker(tidings, core)
+    run.canaries.interval = 900.0
+    run._start_canary()
+    assert run._canary_thread is not None
+    run._canary_thread.join(timeout=30)
+    with tidings.db.transaction() as conn:
+        assert {(r["channel"], r["ok"]) for r in canaries.latest(conn)} == {
+            ("sms", True),
+            ("email", True),
+        }
+    run._start_canary()  # not due again within the interval
+    assert len(core.ledger()) == 2
