@@ -122,10 +122,12 @@ def _judge(
     adapter: ProviderAdapter, target: CanaryTarget, result: SendResult
 ) -> tuple[bool, str, str]:
     if not isinstance(result, Accepted):
-        status = f"HTTP {result.http_status}; " if result.http_status else ""
-        own = getattr(result, "provider_code", None)
-        body = result.response_body or result.detail
-        return False, result.code.value, f"{type(result).__name__}: {status}{own or ''} {body}"
+        said = result.detail or result.response_body or ""
+        status = f"HTTP {result.http_status}" if result.http_status else None
+        own = getattr(result, "provider_code", None)  # Twilio 21606, an AWS error name
+        parts = [status if status and status not in said else None, own, said]
+        answer = " ".join(p for p in parts if p)
+        return False, result.code.value, f"{type(result).__name__}: {answer}"
     if not (target.check_receipt and adapter.can_look_up(target.channel)):
         return True, "ACCEPTED", f"accepted ({result.raw_status or result.status.value})"
     seen = adapter.status(result.provider_message_id)
