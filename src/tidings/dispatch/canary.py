@@ -68,6 +68,23 @@ def run_round(
     environ: Mapping[str, str] | None = None,
 ) -> CanaryRound:
     """One canary per account and channel now; answers stored."""
+    found = send_round(adapters, now, environ)
+    with db.transaction() as conn:
+        for result in found.results:
+            canaries.record(conn, result)
+        canaries.purge(conn, now - KEEP)
+    for result in found.failed:
+        log.warning("canary failed: %s %s %s", result.account, result.channel, result.code)
+    return found
+
+
+def send_round(
+    adapters: Mapping[str, ProviderAdapter],
+    now: datetime,
+    environ: Mapping[str, str] | None = None,
+) -> CanaryRound:
+    """One canary per account and channel now, nothing stored. Test
+    credentials are read from `environ` (default: the process's)."""
     env = os.environ if environ is None else environ
     found = CanaryRound(now)
     for account, adapter in sorted(by_account(adapters).items()):
@@ -83,12 +100,6 @@ def run_round(
                 found.results.append(_one(account, adapter, target, now, env))
             except CanarySkipped as skip:
                 found.skipped[f"{account}/{target.channel}"] = str(skip)
-    with db.transaction() as conn:
-        for result in found.results:
-            canaries.record(conn, result)
-        canaries.purge(conn, now - KEEP)
-    for result in found.failed:
-        log.warning("canary failed: %s %s %s", result.account, result.channel, result.code)
     return found
 
 
