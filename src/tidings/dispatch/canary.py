@@ -116,7 +116,7 @@ def _one(
     env: Mapping[str, str],
 ) -> CanaryResult:
     sender = adapter
-    if target.test_settings:
+    if target.test_settings or target.test_credentials:
         sender = build(account, with_test_settings(target, settings_from_env(account, env), env))
     key = f"canary:{account}:{target.channel}:{int(now.timestamp())}"
     try:

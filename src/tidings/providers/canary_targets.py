@@ -59,9 +59,10 @@ class CanaryTarget:
     to: str = field(repr=False)
     sender: str | None = None
     # The adapter is rebuilt from its TIDINGS_<NAME>_* settings with these
-    # replaced ("test credentials"); a value naming an environment variable
-    # (`env:NAME`) is read from it, and the canary is skipped when unset.
+    # replaced: fixed test values, and test credentials read from the
+    # environment variable named (the canary is skipped while one is unset).
     test_settings: Mapping[str, str] = field(default_factory=dict)
+    test_credentials: Mapping[str, str] = field(default_factory=dict)
     drop_settings: tuple[str, ...] = ()
     sandbox: bool = False  # SendGrid's sandbox_mode flag on the request
     check_receipt: bool = False  # look the message up once it is accepted
@@ -77,10 +78,10 @@ TARGETS: dict[str, tuple[CanaryTarget, ...]] = {
             "twilio-magic-valid",
             "sms",
             TWILIO_MAGIC_VALID,
-            test_settings={
-                "account_sid": "env:TIDINGS_TWILIO_TEST_ACCOUNT_SID",
-                "auth_token": "env:TIDINGS_TWILIO_TEST_AUTH_TOKEN",
-                "from": TWILIO_MAGIC_VALID,
+            test_settings={"from": TWILIO_MAGIC_VALID},
+            test_credentials={
+                "account_sid": "TIDINGS_TWILIO_TEST_ACCOUNT_SID",
+                "auth_token": "TIDINGS_TWILIO_TEST_AUTH_TOKEN",
             },
             # Test credentials cannot use the live account's resources.
             drop_settings=("messaging_service_sid", "api_key_sid", "api_key_secret"),
@@ -127,13 +128,12 @@ def with_test_settings(
 ) -> dict[str, str]:
     """The account's settings with the target's test values in place."""
     settings = {k: v for k, v in current.items() if k not in target.drop_settings}
-    for key, value in target.test_settings.items():
-        if value.startswith("env:"):
-            found = environ.get(value[4:])
-            if not found:
-                raise CanarySkipped(f"{value[4:]} is not set: no test credentials")
-            value = found
-        settings[key] = value
+    settings.update(target.test_settings)
+    for key, variable in target.test_credentials.items():
+        found = environ.get(variable)
+        if not found:
+            raise CanarySkipped(f"{variable} is not set: no test credentials")
+        settings[key] = found
     return settings
 
 
