@@ -34,16 +34,21 @@ def test_twilio_uses_the_test_credentials_and_the_magic_number() -> None:
     [target] = targets_for("twilio")
     live = {"account_sid": "AC-live", "auth_token": "live", "messaging_service_sid": "MG1"}
     with pytest.raises(CanarySkipped, match="TIDINGS_TWILIO_TEST_ACCOUNT_SID"):
-        with_test_settings(target, live, {})
-    env = {"TIDINGS_TWILIO_TEST_ACCOUNT_SID": "AC-test", "TIDINGS_TWILIO_TEST_AUTH_TOKEN": "t"}
-    settings = with_test_settings(target, live, env)
-    assert settings == {"account_sid": "AC-test", "auth_token": "t", "from": TWILIO_MAGIC_VALID}
+        with_test_settings("twilio", target, live)
+    test = {"test_account_sid": "AC-test", "test_auth_token": "t"}
+    settings = with_test_settings("twilio", target, live | test)
+    assert settings == {
+        "account_sid": "AC-test",
+        "auth_token": "t",
+        "from": TWILIO_MAGIC_VALID,
+        **test,
+    }
     assert target.message().to == TWILIO_MAGIC_VALID
 
 
 def test_postmark_sends_with_the_test_token() -> None:
     [target] = targets_for("postmark")
-    settings = with_test_settings(target, {"server_token": "live", "from": "a@b.test"}, {})
+    settings = with_test_settings("postmark", target, {"server_token": "live", "from": "a@b.test"})
     assert settings["server_token"] == POSTMARK_TEST_TOKEN
 
 

@@ -116,8 +116,10 @@ def _one(
     env: Mapping[str, str],
 ) -> CanaryResult:
     sender = adapter
-    if target.test_settings or target.test_credentials:
-        sender = build(account, with_test_settings(target, settings_from_env(account, env), env))
+    if target.test_settings or target.test_credentials is not None:
+        sender = build(
+            account, with_test_settings(account, target, settings_from_env(account, env))
+        )
     key = f"canary:{account}:{target.channel}:{int(now.timestamp())}"
     try:
         ok, code, answer = _judge(sender, target, send_canary(sender, target, key))

@@ -35,12 +35,13 @@ so the canary sends from and to `+15005550006`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
 
+from tidings.providers import settings as cfg
 from tidings.providers.base import HttpRequest, ProviderAdapter
 from tidings.providers.errors import ProviderConfigError
 from tidings.providers.messages import Channel, OutboundMessage
@@ -59,10 +60,11 @@ class CanaryTarget:
     to: str = field(repr=False)
     sender: str | None = None
     # The adapter is rebuilt from its TIDINGS_<NAME>_* settings with these
-    # replaced: fixed test values, and test credentials read from the
-    # environment variable named (the canary is skipped while one is unset).
+    # replaced: fixed test values, and test credentials, each key K read
+    # from the account's own setting `test_K` (TIDINGS_<NAME>_TEST_K); the
+    # canary is skipped while one is unset.
     test_settings: Mapping[str, str] = field(default_factory=dict)
-    test_credentials: Mapping[str, str] = field(default_factory=dict)
+    test_credentials: Callable[[Mapping[str, Any]], Mapping[str, str | None]] | None = None
     drop_settings: tuple[str, ...] = ()
     sandbox: bool = False  # SendGrid's sandbox_mode flag on the request
     check_receipt: bool = False  # look the message up once it is accepted
@@ -79,9 +81,9 @@ TARGETS: dict[str, tuple[CanaryTarget, ...]] = {
             "sms",
             TWILIO_MAGIC_VALID,
             test_settings={"from": TWILIO_MAGIC_VALID},
-            test_credentials={
-                "account_sid": "TIDINGS_TWILIO_TEST_ACCOUNT_SID",
-                "auth_token": "TIDINGS_TWILIO_TEST_AUTH_TOKEN",
+            test_credentials=lambda settings: {
+                "account_sid": cfg.optional(settings, "test_account_sid"),
+                "auth_token": cfg.optional(settings, "test_auth_token"),
             },
             # Test credentials cannot use the live account's resources.
             drop_settings=("messaging_service_sid", "api_key_sid", "api_key_secret"),
@@ -124,14 +126,16 @@ def targets_for(account: str) -> tuple[CanaryTarget, ...]:
 
 
 def with_test_settings(
-    target: CanaryTarget, current: Mapping[str, str], environ: Mapping[str, str]
+    account: str, target: CanaryTarget, current: Mapping[str, str]
 ) -> dict[str, str]:
-    """The account's settings with the target's test values in place."""
+    """The account's settings (`current`, from its TIDINGS_<NAME>_*
+    variables) with the target's test values and credentials in place."""
     settings = {k: v for k, v in current.items() if k not in target.drop_settings}
     settings.update(target.test_settings)
-    for key, variable in target.test_credentials.items():
-        found = environ.get(variable)
+    credentials = target.test_credentials(current) if target.test_credentials else {}
+    for key, found in credentials.items():
         if not found:
+            variable = f"TIDINGS_{account.upper()}_TEST_{key.upper()}"
             raise CanarySkipped(f"{variable} is not set: no test credentials")
         settings[key] = found
     return settings
