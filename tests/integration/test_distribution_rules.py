@@ -31,6 +31,10 @@ REFERENCE_TABLES = {
     # One row: how far the transition audit's folds went, for all tenants at
     # once (a fold per tenant would be one per tenant a scrape).
     "transition_audit_mark",
+    # The synthetic canaries' answers, per provider account and channel:
+    # like provider_pauses, the accounts are the deployment's, and one
+    # worker writes a round for all tenants at once.
+    "canary_results",
 }
 # Bookkeeping of the migration runner, created on the coordinator only.
 LOCAL_TABLES = {"schema_migrations"}

@@ -46,6 +46,8 @@ PINNED = {
     "tidings_unknown_intents",
     "tidings_provider_paused_seconds",
     "tidings_provider_tenant_held_seconds",
+    "tidings_canary_ok",
+    "tidings_canary_last_run_timestamp_seconds",
     "tidings_provider_calls_total",
     "tidings_provider_call_seconds",
     "tidings_provider_calls_withheld_total",

@@ -135,6 +135,21 @@ def test_sendgrids_description_accepts_our_send(sendgrid_prism: str) -> None:
     assert isinstance(result, Indeterminate)
 
 
+def test_sendgrids_description_accepts_our_sandboxed_canary(sendgrid_prism: str) -> None:
+    """The canary's sandbox flag (providers/canary_targets.py) is a shape
+    SendGrid's own description accepts: `mail_settings.sandbox_mode.enable`,
+    a boolean."""
+    from tidings.providers.canary_targets import send_canary, targets_for
+
+    adapter, transport = _sendgrid(sendgrid_prism)
+    [target] = targets_for("sendgrid")
+    send_canary(adapter, target, attempt_key(uuid4(), 1))
+    [answer] = transport.answers
+    assert request_violations(answer) == []
+    sent = json.loads(answer.request.content)
+    assert sent["mail_settings"] == {"sandbox_mode": {"enable": True}}
+
+
 def test_sendgrids_description_is_really_validating(sendgrid_prism: str) -> None:
     answer = httpx.post(
         f"{sendgrid_prism}/mail/send",

@@ -68,6 +68,7 @@ DOORS = {
     "console_sessions": "store/console_sessions.py",
     "alerts": "store/alerts.py",
     "alert_rounds": "store/alerts.py",
+    "canary_results": "store/canaries.py",
     "transition_audit": "store/transition_audit.py",
     "impossible_transitions": "store/transition_audit.py",
     "transition_audit_mark": "store/transition_audit.py",

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from tidings.cli import development, operations, policies, processes, templates
+from tidings.cli.canary import canary_app
 from tidings.cli.intents import intents_app
 from tidings.cli.keys import keys_app
 from tidings.cli.rollout import rollout_app
@@ -51,6 +52,8 @@ app.add_typer(intents_app, name="intents")
 app.add_typer(suppressions_app, name="suppressions")
 # Issue #41, item 1: a rollout step's counts (cli/rollout.py).
 app.add_typer(rollout_app, name="rollout")
+# Issue #41, item 2: synthetic canaries by hand (cli/canary.py).
+app.add_typer(canary_app, name="canary")
 
 for command in (
     operations.migrate,

@@ -54,7 +54,7 @@ def worker(
     from tidings.dispatch.steps import WorkerConfig
 
     settings = Settings()
-    adapters = _configured_adapters(settings)  # waits for nothing: before the signals
+    adapters = configured_adapters(settings)  # waits for nothing: before the signals
     stop = stop_on_signals()  # a SIGTERM during the rest of start-up is a clean stop too
     config = WorkerConfig(
         batch_size=batch_size,
@@ -101,7 +101,7 @@ def worker(
     os._exit(0)
 
 
-def _configured_adapters(settings: Settings) -> dict[str, ProviderAdapter]:
+def configured_adapters(settings: Settings) -> dict[str, ProviderAdapter]:
     """The worker's adapters, or one line saying which setting is missing
     (its name, never a value) and exit 2: a configuration mistake, found
     before waiting for the database."""

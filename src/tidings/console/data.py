@@ -22,7 +22,7 @@ from tidings.domain.redaction import redact_value
 from tidings.domain.spend_breakers import SpendBreaker, breaker_keys, breakers
 from tidings.domain.state_words import state_note
 from tidings.domain.states import TERMINAL_INTENT
-from tidings.store import console_reads, controls, job_counts, ledger, policies
+from tidings.store import canaries, console_reads, controls, job_counts, ledger, policies
 from tidings.store.database import Row
 
 Conn = psycopg.Connection[Any]
@@ -59,6 +59,9 @@ class Overview:
     oldest: list[Row]
     series: Series
     spend: list[SpendBreaker] = field(default_factory=list)
+    # The provider accounts' newest synthetic canaries (dispatch/canary.py):
+    # deployment-wide, never counted with this tenant's intents.
+    canaries: list[Row] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -126,6 +129,7 @@ def overview(conn: Conn, tenant: str, now: datetime) -> Overview:
         oldest=console_reads.oldest(conn, tenant, limit=10),
         series=state_series(conn, tenant, now, counts),
         spend=spend_breakers(conn, tenant, now),
+        canaries=canaries.latest(conn),
     )
 
 

@@ -21,6 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import psycopg
 
 from tidings.dispatch.call_start import MarkFailed
+from tidings.dispatch.canary import CanarySchedule
 from tidings.dispatch.claim import Claimed
 from tidings.dispatch.facts import recipient_facts
 from tidings.dispatch.gate import RecipientFacts
@@ -74,6 +75,9 @@ class Worker(WorkerSteps):
         self._queues = {channel: SendQueue() for channel in self.adapters}
         # New intents were announced since the last claim (a ring).
         self._announced = dict.fromkeys(self.adapters, False)
+        # Synthetic canaries (TIDINGS_CANARY_INTERVAL_SECONDS; off by default).
+        self.canaries = CanarySchedule(runtime, self.adapters)
+        self._canary_thread: threading.Thread | None = None
 
     def run(self, stop: threading.Event) -> int:
         """Work until `stop` is set, then drain for at most one lease.
@@ -300,6 +304,7 @@ class Worker(WorkerSteps):
             # No event push here: it waits on tenants' servers (event-push thread).
             # Within a budget, so the heartbeat's turn comes well inside a lease.
             ("reconcile", lambda: self.reconcile_for(RECONCILE_BUDGET_SECONDS)),
+            ("canary", self._start_canary),
         )
         while not stop.wait(self.config.maintenance_interval):
             # Each step on its own: one that fails (the alert scan over a
@@ -315,6 +320,21 @@ class Worker(WorkerSteps):
                 "purge", lambda: purge(self.runtime.db, self.runtime.clock.now())
             ):
                 last_purge = time.monotonic()
+
+    def _start_canary(self) -> None:
+        """A due canary round, on a thread of its own: its provider calls
+        (each within the adapter's timeout) never hold up the heartbeat."""
+        now = self.runtime.clock.now()
+        busy = self._canary_thread is not None and self._canary_thread.is_alive()
+        if busy or not self.canaries.due(now):
+            return
+        self._canary_thread = threading.Thread(
+            target=_maintenance_step,
+            args=("canary", lambda: self.canaries.tick(now)),
+            name="canary",
+            daemon=True,
+        )
+        self._canary_thread.start()
 
 
 def _maintenance_step(name: str, step: Callable[[], object]) -> bool:

@@ -34,6 +34,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from tidings.domain.states import IntentState
+from tidings.observability.canary_metrics import CANARY_METRICS, canary_families
 from tidings.observability.lane_metrics import LANE_METRICS, lane_families
 from tidings.observability.process_metrics import PROCESS_METRICS, PROCESS_REGISTRY
 from tidings.observability.transition_rows import allowed_transitions
@@ -89,6 +90,7 @@ LEDGER_METRICS: tuple[str, ...] = (
     "tidings_provider_paused_seconds",
     "tidings_provider_tenant_held_seconds",
     *LANE_METRICS,
+    *CANARY_METRICS,
 )
 METRIC_NAMES: tuple[str, ...] = LEDGER_METRICS + PROCESS_METRICS
 
@@ -148,6 +150,7 @@ def _ledger_families(conn: psycopg.Connection[Any], now: datetime) -> Iterator[M
     yield _unknown(metrics_reads.unknown(conn))
     yield _paused(provider_pauses.active(conn, now), now)
     yield _held(provider_pauses.held(conn, now), now)
+    yield from canary_families(conn)
 
 
 def _unknown(rows: list[Row]) -> Metric:

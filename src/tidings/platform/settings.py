@@ -112,6 +112,11 @@ class Settings(BaseSettings):
     # jobs' shares, the earliest deadline first.
     deadline_horizon_seconds: float = Field(default=600.0, ge=0.0, le=86400.0)
     event_push_deadline_seconds: float = 10.0
+    # Synthetic canaries (dispatch/canary.py, docs/operations.md): one round
+    # through every provider account to its official test destination, at
+    # most once this often across all workers. 0, the default: off (a
+    # canary to SES's simulator still counts against the sending quota).
+    canary_interval_seconds: float = Field(default=0.0, ge=0.0)
     # OpenTelemetry spans at an intent's boundaries (docs/tracing.md): off;
     # `global`, to the tracer provider the application installed; `otlp`,
     # to an OTLP/HTTP exporter set up by the standard OTEL_* variables.

@@ -98,8 +98,12 @@ PROVIDERS: Final[Mapping[str, Provider]] = {
                 "messaging_service_sid",
                 "from",
                 "status_callback",
+                # The account's test credentials: the synthetic canary's alone
+                # (providers/canary_targets.py), never a member's message.
+                "test_account_sid",
+                "test_auth_token",
                 required=("account_sid", "auth_token"),
-                secret=("auth_token", "api_key_secret"),
+                secret=("auth_token", "api_key_secret", "test_auth_token"),
             ),
             profile="twilio",
             docs_title="Twilio Messaging (SMS)",

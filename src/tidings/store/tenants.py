@@ -6,7 +6,7 @@ from typing import Any
 
 import psycopg
 
-from tidings.store.database import fetch_one
+from tidings.store.database import fetch_all, fetch_one
 
 Conn = psycopg.Connection[Any]
 
@@ -14,3 +14,7 @@ Conn = psycopg.Connection[Any]
 def exists(conn: Conn, tenant_id: str) -> bool:
     row = fetch_one(conn, "tenant_exists", {"tenant_id": tenant_id})
     return bool(row and row["found"])
+
+
+def every_tenant(conn: Conn) -> list[str]:
+    return [row["tenant_id"] for row in fetch_all(conn, "tenant_ids", {})]

@@ -42,6 +42,10 @@ batch finishing:
   ``TIDINGS_ALERT_REFUSAL_WINDOW_SECONDS`` (refusals.py). The last two page
   (every send fails alike); an invalid request warns, and pages from
   ``TIDINGS_ALERT_REFUSAL_PAGE_REQUESTS`` refusals in the window up.
+* ``canary_failed:<account>``: the newest synthetic canary through a
+  provider account (dispatch/canary.py) failed; it carries the provider's
+  answer and clears when a round through the account succeeds
+  (canaries.py). Told to every tenant: the accounts are shared. A page.
 
 A warning needs age only, so someone can look before the objective is
 spent. A page needs age AND affected volume: a single slow receipt that
@@ -70,6 +74,7 @@ from datetime import datetime
 import psycopg
 
 from tidings.domain.ids import uuid7
+from tidings.observability.alerts.canaries import evaluate_canaries
 from tidings.observability.alerts.config import AlertConfig
 from tidings.observability.alerts.refusals import evaluate_refusals
 from tidings.observability.alerts.requests import evaluate_requests
@@ -96,6 +101,7 @@ def every_condition(conn: Conn, now: datetime, config: AlertConfig) -> list[Aler
         *evaluate_retries(conn, now, config),
         *evaluate_requests(conn, now, config),
         *evaluate_refusals(conn, now, config),
+        *evaluate_canaries(conn, now, config),
     ]
 
 

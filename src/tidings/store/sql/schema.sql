@@ -1157,3 +1157,17 @@ CREATE INDEX rate_counters_request_volume ON rate_counters (window_start)
 CREATE INDEX attempts_refused ON attempts (terminal_at)
     WHERE state = 'failed'
       AND code IN ('REQUEST_INVALID', 'SENDER_REJECTED', 'ACCOUNT_RESTRICTED');
+
+-- Issue #41 item 2: synthetic canaries' answers, apart from member traffic
+-- (0042, providers/canary_targets.py). A reference table.
+CREATE TABLE canary_results (
+    account  text        NOT NULL,
+    channel  text        NOT NULL,
+    at       timestamptz NOT NULL,
+    target   text        NOT NULL,
+    ok       boolean     NOT NULL,
+    code     text        NOT NULL,
+    answer   text        NOT NULL DEFAULT '' CHECK (length(answer) <= 1000),
+    PRIMARY KEY (account, channel, at)
+);
+CREATE INDEX canary_results_recent ON canary_results (at);
