@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Sequence
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +36,7 @@ import psycopg
 from tidings.dispatch.record import Sent
 from tidings.providers.outcomes import Accepted, Indeterminate, RejectCode, Rejected, Retryable
 from tidings.store import provider_pauses
+from tidings.store.database import Database
 
 Conn = psycopg.Connection[Any]
 log = logging.getLogger("tidings.backoff")
@@ -60,6 +63,8 @@ def note_answers(
     accepted = []
     restricted: set[str] = set()  # accounts whose restriction this group counted
     for item in sent:
+        if item.pause_noted:  # counted when it was answered (Pauses.note_at_once)
+            continue
         result, account = item.result, item.claimed.provider
         tenant_id = item.claimed.intent.tenant_id
         if isinstance(result, Accepted):
@@ -83,6 +88,51 @@ def note_answers(
     provider_pauses.note_accepted(conn, accepted, now)
     _log(paused, causes)
     return paused
+
+
+def says_back_off(result: object) -> bool:
+    """A 429 or a 408: the account must pause for everyone at once."""
+    return isinstance(result, Retryable) and result.code in _RETRYABLE_BACKOFF
+
+
+class Pauses:
+    """The pauses one worker knows of: those its own answers recorded, and
+    those the read before a call found (the tables hold them for every
+    worker). Its calls already claimed for one are handed back, not made."""
+
+    def __init__(self, db: Database, rng: random.Random) -> None:
+        self._db, self._rng = db, rng
+        self._lock = threading.Lock()
+        self._until: dict[PauseKey, datetime] = {}
+
+    def learn(self, paused: Mapping[PauseKey, datetime], now: datetime) -> None:
+        with self._lock:
+            for key, until in paused.items():
+                self._until[key] = max(until, self._until.get(key, until))
+            # Ended pauses go: one key per held tenant would pile up.
+            self._until = {k: u for k, u in self._until.items() if u > now}
+
+    def until(self, account: str, tenant_id: str, now: datetime) -> datetime | None:
+        """When the account's pause (or the tenant's hold on it) ends; None: not paused."""
+        with self._lock:
+            found = [self._until.get((account, None)), self._until.get((account, tenant_id))]
+        latest = max((u for u in found if u is not None), default=None)
+        return latest if latest is not None and now < latest else None
+
+    def note_at_once(self, sent: Sent, now: datetime) -> Sent:
+        """Pause the account for a back-off answer now, in a transaction of
+        its own, rather than when the answer's group is recorded: every
+        other worker's next call reads the pause (the call-started mark)
+        within this one commit, not after the slowest call of the group.
+        If it cannot be written, the group's record counts it instead."""
+        try:
+            with self._db.transaction() as conn:
+                paused = note_answers(conn, [sent], now, self._rng)
+        except psycopg.Error as exc:
+            log.warning("pausing at once: %s; left to the group's record", type(exc).__name__)
+            return sent
+        self.learn(paused, now)
+        return replace(sent, pause_noted=True)
 
 
 def _restricted(result: object) -> bool:

@@ -104,6 +104,9 @@ class Sent:
     result: SendResult
     segments: int | None = None
     encoding: str | None = None
+    # Its back-off answer already paused the account (dispatch/backoff.py,
+    # `Pauses.note_at_once`): the group's record must not count it again.
+    pause_noted: bool = False
 
 
 def record_results(

@@ -23,7 +23,7 @@ import psycopg
 
 from tidings.dispatch import faults
 from tidings.dispatch.allowance import consume, spend_keys
-from tidings.dispatch.backoff import PauseKey, note_answers
+from tidings.dispatch.backoff import PauseKey, Pauses, note_answers, says_back_off
 from tidings.dispatch.boundaries import call_span, claim_spans, intent_context, note_answer
 from tidings.dispatch.call_start import CallStarts, Verdict, verdict_of
 from tidings.dispatch.claim import Claimed, ClaimRequest, claim_batch
@@ -95,10 +95,7 @@ class WorkerSteps:
             for channel in self.adapters
         }
         self._inflight: set[Any] = set()
-        # Accounts this worker saw pause, and tenants it saw held back on one
-        # (the tables hold them for everyone): its calls already claimed for
-        # one are handed back, not made.
-        self._paused: dict[PauseKey, datetime] = {}
+        self._pauses = Pauses(runtime.db, self.rng)
         self._inflight_lock = threading.Lock()
         self._starts: CallStarts[Claimed] = CallStarts(self._mark_started, lambda c: c.intent.id)
         self.alerts = AlertSweeper(runtime)
@@ -205,10 +202,7 @@ class WorkerSteps:
                     now = self.runtime.clock.now()
                     outcomes = record_results(conn, answers, now, self.rng)
                     paused = note_answers(conn, answers, now, self.rng)
-                with self._inflight_lock:
-                    self._paused.update(paused)
-                    # Ended pauses go: one key per held tenant would pile up.
-                    self._paused = {k: u for k, u in self._paused.items() if u > now}
+                self._pauses.learn(paused, now)
                 return outcomes
             except psycopg.errors.TransactionRollback as exc:
                 if attempt == RECORD_TRIES:
@@ -270,7 +264,9 @@ class WorkerSteps:
                 if not room.allowed:
                     self._release([claimed])
                     return outcome
-        paused_until = self._paused_until(claimed.provider, claimed.intent.tenant_id)
+        paused_until = self._pauses.until(
+            claimed.provider, claimed.intent.tenant_id, self.runtime.clock.now()
+        )
         if paused_until is not None:  # before the call-started mark: no call is made
             del message
             return self._hand_back_paused(claimed, paused_until)
@@ -301,13 +297,10 @@ class WorkerSteps:
         )
         del message  # the rendered body and destination go no further
         faults.point("after_send_before_record")
-        return Sent(claimed, result, segments, encoding)
-
-    def _paused_until(self, account: str, tenant_id: str) -> datetime | None:
-        with self._inflight_lock:
-            found = [self._paused.get((account, None)), self._paused.get((account, tenant_id))]
-        until = max((u for u in found if u is not None), default=None)
-        return until if until is not None and self.runtime.clock.now() < until else None
+        sent = Sent(claimed, result, segments, encoding)
+        if says_back_off(result):
+            return self._pauses.note_at_once(sent, self.runtime.clock.now())
+        return sent
 
     def _hand_back_paused(self, claimed: Claimed, until: datetime) -> IntentOutcome:
         """Claimed before its account paused: due again when the pause ends."""
@@ -330,20 +323,22 @@ class WorkerSteps:
             )
             for c in claims
         }
+        now = self.runtime.clock.now()
         with self.runtime.db.statements() as conn:
-            found = mark_calls_started(
-                conn, list(marks.values()), self.owner, self.runtime.clock.now()
-            )
-        with self._inflight_lock:  # another worker's pause, learnt: this one keeps it too
-            for m in marks.values():
-                if (until := getattr(found.get(m.ref), "paused_until", None)) is not None:
-                    key: PauseKey = (m.account, m.ref.tenant_id)
-                    self._paused[key] = max(until, self._paused.get(key, until))
+            found = mark_calls_started(conn, list(marks.values()), self.owner, now)
+        learnt: dict[PauseKey, datetime] = {  # another worker's pause: this one keeps it too
+            (m.account, m.ref.tenant_id): until
+            for m in marks.values()
+            if (until := getattr(found.get(m.ref), "paused_until", None)) is not None
+        }
+        self._pauses.learn(learnt, now)
         return {k: verdict_of(found.get(m.ref)) for k, m in marks.items()}
 
     def _not_called(self, claimed: Claimed, verdict: Verdict) -> IntentOutcome:
         """The read before the call found the claim no longer stands."""
-        due_at = self._paused_until(claimed.provider, claimed.intent.tenant_id)
+        due_at = self._pauses.until(
+            claimed.provider, claimed.intent.tenant_id, self.runtime.clock.now()
+        )
         try:
             return record_withheld(
                 self.runtime.db, claimed, verdict, self.runtime.clock.now(), due_at
