@@ -109,6 +109,9 @@ def db_url(request: pytest.FixtureRequest, pg_server_url: str, template_db: str)
     `own_database`."""
     # TIDINGS_TEST_DATABASE_PER_TEST=1: every test a clone of its own, as
     # before the reset (to compare the two, or to rule the reset out).
+    # Parsed policies are kept per process by (tenant, version): immutable in
+    # one database, but two tests may publish one version with other content.
+    policy_store._cache.clear()
     alone = os.environ.get("TIDINGS_TEST_DATABASE_PER_TEST") == "1"
     if alone or request.node.get_closest_marker("own_database") is not None:
         name, url = clone_database(pg_server_url, template_db)
