@@ -26,7 +26,7 @@ def is_read(sql: str) -> bool:
 
 
 def guarded() -> list[str]:
-    """Every read query the guard plans (kept counts included: they xfail)."""
+    """Every read query the guard plans; those listed in `LEFT` xfail strictly."""
     return sorted(
         name
         for name, sql in all_queries().items()
