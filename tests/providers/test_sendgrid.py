@@ -225,6 +225,44 @@ def test_401_is_an_auth_rejection() -> None:
     assert isinstance(result, Rejected) and result.code is RejectCode.AUTH_FAILED
 
 
+def _refused(status: int, field: str | None) -> Any:
+    def answer(request: httpx.Request) -> httpx.Response:
+        error = {"message": "refused", "field": field, "help": None}
+        return httpx.Response(status, json={"errors": [error]})
+
+    client = httpx.Client(transport=httpx.MockTransport(answer), base_url="https://x")
+    return SendGridAdapter(API_KEY, sender="a@b.test", client=client).send(
+        OutboundMessage("email", "c@d.test", "x"), "k"
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "field", "code"),
+    [
+        # Mail Send errors (twilio.com/docs/sendgrid/api-reference/mail-send/errors):
+        # a malformed recipient address is about the recipient...
+        (400, "personalizations.0.to.0.email", RejectCode.INVALID_DESTINATION),
+        # ...the shape of our request never is ("The to array is required for
+        # all personalization objects", "You must have at least one
+        # personalization", "The subject is required").
+        (400, "personalizations.0.to", RejectCode.REQUEST_INVALID),
+        (400, "personalizations", RejectCode.REQUEST_INVALID),
+        (400, "personalizations.0", RejectCode.REQUEST_INVALID),
+        (400, "subject", RejectCode.REQUEST_INVALID),
+        # Our From: "The from email does not contain a valid address", and the
+        # 403 "The from address does not match a verified Sender Identity".
+        (400, "from.email", RejectCode.SENDER_REJECTED),
+        (403, "from", RejectCode.SENDER_REJECTED),
+        (403, None, RejectCode.AUTH_FAILED),
+    ],
+)
+def test_a_refusal_is_classified_by_its_field(
+    status: int, field: str | None, code: RejectCode
+) -> None:
+    result = _refused(status, field)
+    assert isinstance(result, Rejected) and result.code is code
+
+
 # --- events ---------------------------------------------------------------------
 
 EVENT_TABLE = [

@@ -242,7 +242,13 @@ def respond(statuses: list[str], text: str = "refused") -> VonageAdapter:
         (["3"], Rejected, RejectCode.REQUEST_INVALID),
         (["4"], Rejected, RejectCode.AUTH_FAILED),
         (["7"], Rejected, RejectCode.OPTED_OUT),
-        (["15"], Rejected, RejectCode.AUTH_FAILED),
+        # vonage_sms.yml x-errors 15: "a non-authorized sender ID in the from field".
+        (["15"], Rejected, RejectCode.SENDER_REJECTED),
+        # x-errors 2, 22 and 23 are about parameters of the request (a missing
+        # one, the network code, the callback URL), never about the recipient.
+        (["2"], Rejected, RejectCode.REQUEST_INVALID),
+        (["22"], Rejected, RejectCode.REQUEST_INVALID),
+        (["23"], Rejected, RejectCode.REQUEST_INVALID),
         (["29"], Rejected, RejectCode.ACCOUNT_RESTRICTED),
         (["98"], Rejected, RejectCode.UNKNOWN),
     ],

@@ -20,6 +20,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from email.utils import parseaddr
 from typing import Any, ClassVar
@@ -43,6 +44,7 @@ from tidings.providers.outcomes import (
     Observation,
     ObservedStatus,
     RejectCode,
+    Rejected,
     Retryable,
     SendResult,
 )
@@ -91,11 +93,17 @@ class SendGridAdapter(HttpProviderAdapter):
         "invalid smtpapi header": RejectCode.CONTENT_REJECTED,
         "spam content (if spam checker app is enabled)": RejectCode.CONTENT_REJECTED,
         "recipient list over package quota": RejectCode.RATE_LIMITED,
-        # 4xx error "field" of a send, indices removed
+        # 4xx error "field" of a send, indices removed (Mail Send errors,
+        # twilio.com/docs/sendgrid/api-reference/mail-send/errors). Only a
+        # malformed address is about the recipient; a missing or malformed
+        # `to` array, personalization or subject is about our request (#37).
         "personalizations.to.email": RejectCode.INVALID_DESTINATION,
-        "personalizations.to": RejectCode.INVALID_DESTINATION,
-        "from.email": RejectCode.AUTH_FAILED,
-        "from": RejectCode.AUTH_FAILED,
+        "personalizations.to": RejectCode.REQUEST_INVALID,
+        "personalizations": RejectCode.REQUEST_INVALID,
+        "subject": RejectCode.REQUEST_INVALID,
+        # Our From: a malformed one (400) or no verified Sender Identity (403).
+        "from.email": RejectCode.SENDER_REJECTED,
+        "from": RejectCode.SENDER_REJECTED,
         "content": RejectCode.CONTENT_REJECTED,
         "content.value": RejectCode.CONTENT_REJECTED,
         "attachments.content": RejectCode.CONTENT_REJECTED,
@@ -180,6 +188,13 @@ class SendGridAdapter(HttpProviderAdapter):
 
     def parse_accepted(self, response: httpx.Response) -> Accepted:
         return Accepted(response.headers["x-message-id"])
+
+    def parse_rejection(self, response: httpx.Response) -> Rejected:
+        rejected = super().parse_rejection(response)
+        if response.status_code == 403 and self.rejection_code(response) in ("from", "from.email"):
+            # "The from address does not match a verified Sender Identity": our sender.
+            return replace(rejected, code=RejectCode.SENDER_REJECTED)
+        return rejected
 
     def rejection_code(self, response: httpx.Response) -> str | None:
         try:

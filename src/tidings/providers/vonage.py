@@ -86,6 +86,7 @@ class VonageAdapter(HttpProviderAdapter):
         # send statuses (the "status" of messages[] in the response)
         # Send statuses per Vonage's SMS API error table
         # (developer.vonage.com/en/messaging/sms/guides/troubleshooting-sms).
+        "2": RejectCode.REQUEST_INVALID,  # missing parameters
         "3": RejectCode.REQUEST_INVALID,  # invalid parameters: about the request, not "to"
         "4": RejectCode.AUTH_FAILED,
         "6": RejectCode.INVALID_DESTINATION,  # unrecognised number prefix
@@ -94,8 +95,11 @@ class VonageAdapter(HttpProviderAdapter):
         "11": RejectCode.AUTH_FAILED,  # account not enabled for HTTP
         "12": RejectCode.CONTENT_REJECTED,  # message too long
         "14": RejectCode.AUTH_FAILED,  # invalid signature
-        "15": RejectCode.AUTH_FAILED,  # sender address not allowed
-        "22": RejectCode.INVALID_DESTINATION,  # invalid network code
+        "15": RejectCode.SENDER_REJECTED,  # a non-authorized sender ID in `from`
+        # The `network-code` parameter we supplied, not the number (#37): it
+        # must never suppress the recipient.
+        "22": RejectCode.REQUEST_INVALID,
+        "23": RejectCode.REQUEST_INVALID,  # invalid callback URL
         "29": RejectCode.ACCOUNT_RESTRICTED,  # non-whitelisted destination: a demo account's list
         "32": RejectCode.AUTH_FAILED,
         "33": RejectCode.INVALID_DESTINATION,  # number de-activated
