@@ -5,7 +5,8 @@ send (`POST /sms/send`, `POST /email/send`), lookups (`GET /messages/{id}`,
 `GET /messages?idempotency_key=`, `GET /{channel}/messages?to=&sent_after=`
 and `?reference=`, each only where the profile's provider offers it: 501
 `NOT_SUPPORTED` otherwise), providers' own wires (Twilio's Messages API,
-Postmark's `/email` and `/messages/outbound`), and test controls under `/_`: `_ledger`,
+Postmark's `/email` and `/messages/outbound`, SendGrid's `/v3/mail/send`,
+Vonage's `/sms/json`), and test controls under `/_`: `_ledger`,
 `_reset`, `_config`, `_profiles`, `_advance`, `_receipts`.
 """
 
@@ -19,10 +20,10 @@ from urllib.parse import parse_qs
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, ValidationError
 
-from tidings.providers.simulator import wire_postmark, wire_twilio
+from tidings.providers.simulator import wire_postmark, wire_sendgrid, wire_twilio, wire_vonage
 from tidings.providers.simulator.config import SimulatorConfig
 from tidings.providers.simulator.core import LookupFailed, NotSupported, SimulatorCore
 from tidings.providers.simulator.receipts import ReceiptDispatcher
@@ -68,8 +69,9 @@ def create_app(core: SimulatorCore | None = None, *, deliver_receipts: bool = Tr
 
 
 def _wire_routes(app: FastAPI, core: SimulatorCore) -> None:
-    """Providers' own wires: Twilio's (wire_twilio.py) and Postmark's
-    (wire_postmark.py), for the real adapters."""
+    """Providers' own wires: Twilio's (wire_twilio.py), Postmark's
+    (wire_postmark.py), SendGrid's (wire_sendgrid.py) and Vonage's
+    (wire_vonage.py), for the real adapters."""
 
     @app.api_route("/2010-04-01/Accounts/{rest:path}", methods=["GET", "POST"])
     async def twilio(request: Request) -> JSONResponse:
@@ -104,6 +106,30 @@ def _wire_routes(app: FastAPI, core: SimulatorCore) -> None:
             await request.body(),
             request.headers.get("x-postmark-server-token"),
         )
+        await asyncio.sleep(reply.latency_s + reply.stall_s)
+        return JSONResponse(reply.body, reply.status_code, headers=reply.headers)
+
+    @app.post(wire_sendgrid.SEND_PATH)
+    async def sendgrid(request: Request) -> Response:
+        reply = wire_sendgrid.answer(
+            core,
+            wire_sendgrid.account_of(core.config),
+            request.method,
+            request.url.path,
+            await request.body(),
+            request.headers.get("authorization"),
+        )
+        await asyncio.sleep(reply.latency_s + reply.stall_s)
+        if reply.status_code == 202:  # SendGrid's accept has an empty body
+            return Response(status_code=202, headers=reply.headers)
+        return JSONResponse(reply.body, reply.status_code, headers=reply.headers)
+
+    @app.post(wire_vonage.SEND_PATH)
+    async def vonage(request: Request) -> JSONResponse:
+        params = wire_vonage.params_of(
+            request.headers.get("content-type", ""), await request.body()
+        )
+        reply = wire_vonage.answer(core, wire_vonage.account_of(core.config), params)
         await asyncio.sleep(reply.latency_s + reply.stall_s)
         return JSONResponse(reply.body, reply.status_code, headers=reply.headers)
 

@@ -40,9 +40,11 @@ class SimulatorConfig(BaseModel):
     # Which real provider to play (profiles.py): `NAME`, or `sms=NAME,email=NAME`.
     profile: str = "ideal"
     # Speak each profile's provider's own wire where the simulator has it
-    # (wire_twilio.py, wire_postmark.py): its receipts are then that
-    # provider's, authenticated its way with `webhook_secret` as the
-    # provider's key (Twilio's Auth Token, Postmark's webhook password).
+    # (wire_twilio.py, wire_postmark.py, wire_sendgrid.py, wire_vonage.py):
+    # its receipts are then that provider's, authenticated its way with
+    # `webhook_secret` as the provider's key (Twilio's Auth Token,
+    # Postmark's webhook password, the seed of SendGrid's signing key,
+    # Vonage's signature secret).
     wire: bool = False
     # How long after acceptance a message shows in a list or reference
     # search; None: the profile's own (real searches are eventually consistent).

@@ -31,10 +31,11 @@ E-mail, by the local part before any "+tag" (so "bounce+42@x.test" works):
     hardbounce accepted, later failed / BOUNCED (suppresses the address)
     fail       accepted, later failed / CONTENT_REJECTED
     blocked    accepted, later failed / SENDER_REJECTED (an ISP's block of the
-               sender: Postmark's Blocked bounce, which suppresses nobody)
+               sender: Postmark's Blocked bounce, SendGrid's `blocked`
+               bounce, which suppress nobody)
     complaint  accepted, delivered, then marked as spam / COMPLAINT, where the
-               profile's provider reports it (Postmark's SpamComplaint);
-               elsewhere simply delivered
+               profile's provider reports it (Postmark's SpamComplaint,
+               SendGrid's spamreport); elsewhere simply delivered
 
 Anything else is subject to the configured rates. An SMS `to` that is not
 6-15 digits (optional "+") or an e-mail without "@" is INVALID_DESTINATION.

@@ -193,9 +193,13 @@ PROFILES: dict[str, Profile] = {
             vocabulary={
                 ("queued", None): ("processed", None),
                 ("delivered", None): ("delivered", None),
+                ("delivered", "COMPLAINT"): ("spamreport", "spamreport"),
                 ("undelivered", "BOUNCED"): ("bounce", "blocked"),
                 ("undelivered", None): ("bounce", "blocked"),
                 ("failed", "CONTENT_REJECTED"): ("dropped", "Invalid SMTPAPI header"),
+                # An ISP's block of our sender is SendGrid's `blocked` bounce
+                # (a soft one), never `bounce`, which says the address is bad.
+                ("failed", "SENDER_REJECTED"): ("bounce", "blocked"),
                 ("failed", None): ("bounce", "bounce"),
             },
         ),

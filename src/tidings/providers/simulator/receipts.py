@@ -9,9 +9,10 @@ Signature: header `X-Simulator-Signature: t=<unix>,v1=<hex>` where hex is
 HMAC-SHA256(secret, f"{t}.{body}") over the raw body bytes, or, when the
 receipt's URL carries a query of ours (the Twilio profile's callback
 reference), HMAC-SHA256(secret, f"{t}.{query}.{body}"): like Twilio's, the
-signature then covers what the URL says. With `wire` on, the `twilio` and
-`postmark` profiles' receipts are those providers' own (wire_twilio.py,
-wire_postmark.py). `t` is wall-clock time of signing,
+signature then covers what the URL says. With `wire` on, the `twilio`,
+`postmark`, `sendgrid` and `vonage` profiles' receipts are those providers'
+own (wire_twilio.py, wire_postmark.py, wire_sendgrid.py, wire_vonage.py).
+`t` is wall-clock time of signing,
 never the simulated clock, so `advance()` cannot make a receipt look stale
 to the receiver.
 """
@@ -30,7 +31,7 @@ from urllib.parse import urlencode
 
 import httpx
 
-from tidings.providers.simulator import wire_postmark, wire_twilio
+from tidings.providers.simulator import wire_postmark, wire_sendgrid, wire_twilio, wire_vonage
 from tidings.providers.simulator.core import SimulatorCore
 from tidings.providers.simulator.records import Receipt
 
@@ -143,6 +144,12 @@ class ReceiptDispatcher:
                 self._core.mark(receipt, "dropped", attempted=False)
                 return
             headers, body = posted
+        elif config.wire and receipt.profile == "sendgrid":
+            sendgrid = wire_sendgrid.account_of(config)
+            headers, body = wire_sendgrid.event_webhook(receipt, sendgrid, stamp)
+        elif config.wire and receipt.profile == "vonage":
+            vonage = wire_vonage.account_of(config)
+            headers, body = wire_vonage.delivery_receipt(receipt, vonage, stamp)
         else:
             headers, body = render(
                 receipt.event, config.webhook_secret, stamp, query, receipt.profile
