@@ -39,7 +39,7 @@ from tests.integration.dispatch_helpers import (
 from tidings import ManualClock, Tidings
 from tidings.console import console_router, data
 from tidings.observability.alerts import sync_alerts
-from tidings.store import api_keys
+from tidings.store import api_keys, console_reads
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -409,3 +409,38 @@ def test_the_overview_shows_each_lanes_queue(tidings: Tidings, clock: ManualCloc
     assert "by lane" in text
     assert '<td>email</td><td>urgent</td><td class="num">1</td><td class="num">42s' in text
     assert '<td>email</td><td>bulk</td><td class="num">3</td>' in text
+
+
+def test_the_overview_counts_due_intents_up_to_its_cap_and_says_more(
+    tidings: Tidings, clock: ManualClock, monkeypatch: Any
+) -> None:
+    # Two jobs' lanes are summed, the count stops at the cap, the oldest stays exact.
+    monkeypatch.setattr(console_reads, "DUE_COUNT_CAP", 4)
+    tidings.publish_template("ping", channel="email", subject="Ping", body="Ping.")
+    for k, size in enumerate((3, 3)):
+        tidings.create_job(
+            idempotency_key=f"pings:{k}",
+            event_class="ping",
+            purpose="transactional",
+            template="ping",
+            channels=["email"],
+            audience=[{"ref": f"u-{k}-{i}", "email": f"u{k}{i}@example.com"} for i in range(size)],
+        )
+        tidings.prepare_jobs()
+        clock.advance(30)
+    with tidings.db.transaction() as conn:
+        due = console_reads.due(conn, tidings.tenant, clock.now())
+    assert [(r["channel"], r["lane"], r["n"], r["more"]) for r in due] == [
+        ("email", "bulk", 4, True)
+    ]
+    assert (clock.now() - due[0]["oldest"]).total_seconds() == 60
+    with tidings.db.transaction() as conn:
+        _, key = api_keys.create_key(conn, tidings.tenant, ["read"], "cap", vault=tidings.vault)
+    app = FastAPI()
+    app.include_router(console_router(tidings.runtime), prefix="/ops")
+    with TestClient(app) as client:
+        token = client.get("/ops/") and client.cookies["tidings_console_csrf"]
+        client.post("/ops/login", data={"key": key, "csrf": token})
+        text = " ".join(client.get("/ops/").text.split())
+    assert '<td>email</td><td>bulk</td><td class="num">4+</td><td class="num">1m' in text
+    assert "4+ due now" in text

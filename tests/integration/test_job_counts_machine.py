@@ -6,7 +6,8 @@ after which the numbers stay what they were.
 
 Each example plays a new job, on email and SMS at once, with one recipient
 opted out of SMS; every step ends with the kept numbers compared to a
-recount of the job's intents and attempts (store/job_counts.py).
+recount of the job's intents and attempts (store/job_counts.py), and the
+tenant's kept intent counts (0043) with a recount of its intents.
 """
 
 from __future__ import annotations
@@ -80,6 +81,24 @@ def recounted(t: Tidings, job_id: Any) -> Numbers:
     return {k: n for k, n in found.items() if n}
 
 
+# A tenant's kept counts (migrations/0043_intent_counts.sql) against its
+# intents as they are, job or not, deleted by retention or not.
+TENANT_KEPT = """
+SELECT event_class, channel, state, code, sum(n)::bigint AS n FROM intent_counts
+WHERE tenant_id = %(tenant_id)s GROUP BY 1, 2, 3, 4 HAVING sum(n) <> 0
+"""
+TENANT_RECOUNT = """
+SELECT event_class, channel, state, coalesce(decision_code, '') AS code, count(*)::bigint AS n
+FROM intents WHERE tenant_id = %(tenant_id)s GROUP BY 1, 2, 3, 4
+"""
+
+
+def tenant_numbers(t: Tidings, sql: str) -> Numbers:
+    with t.db.transaction() as conn:
+        rows = conn.execute(sql, {"tenant_id": t.tenant}).fetchall()
+    return {(r["event_class"], r["channel"], r["state"], r["code"]): r["n"] for r in rows}
+
+
 def build_machine(t: Tidings, clock: ManualClock) -> type[RuleBasedStateMachine]:
     counter = itertools.count()
 
@@ -135,6 +154,7 @@ def build_machine(t: Tidings, clock: ManualClock) -> type[RuleBasedStateMachine]
         def kept_equals_recounted(self) -> None:
             if hasattr(self, "id"):
                 assert kept(t, self.id) == recounted(t, self.id)
+            assert tenant_numbers(t, TENANT_KEPT) == tenant_numbers(t, TENANT_RECOUNT)
 
         def teardown(self) -> None:
             if not hasattr(self, "id"):
@@ -158,6 +178,7 @@ def build_machine(t: Tidings, clock: ManualClock) -> type[RuleBasedStateMachine]
             # above stays (retention's rule), so the recount need not be
             # empty: what is checked is that the kept numbers do not move.
             assert kept(t, self.id) == before
+            assert tenant_numbers(t, TENANT_KEPT) == tenant_numbers(t, TENANT_RECOUNT)
             after = t.job(self.id)
             for field in ("status", "counts", "counts_by_channel", "counts_by_code", "cost"):
                 assert after[field] == status[field], field

@@ -75,12 +75,16 @@ DOORS = {
     # Kept by the schema's triggers (migrations/0033_job_counts.sql), read
     # through this module: see TRIGGER_KEPT.
     "job_counts": "store/job_counts.py",
+    # Kept by 0043_intent_counts.sql's triggers; read by the console and a
+    # scrape, each through its reads module.
+    "intent_counts": "store/console_reads.py",
 }
 
 # Tables no query writes: triggers keep them in the transactions that write
 # the tables named, so a count can never miss the change it counts.
 TRIGGER_KEPT = {
     "job_counts": {"intents", "attempts", "transitions", "observations", "job_recipients"},
+    "intent_counts": {"intents"},
 }
 
 # Statements that write another door's table, each with its one owner, the

@@ -28,9 +28,17 @@ def codes(conn: Conn, tenant: str) -> list[Row]:
     return fetch_all(conn, "console_codes", {"tenant_id": tenant})
 
 
+# The console counts due intents up to here and says "more than" past it:
+# the oldest is what an operator acts on, and a million counted exactly
+# would cost the page a scan of the backlog.
+DUE_COUNT_CAP = 10_000
+
+
 def due(conn: Conn, tenant: str, now: datetime) -> list[Row]:
-    """`channel, oldest, n`: intents due now and not claimed."""
-    return fetch_all(conn, "console_due", {"tenant_id": tenant, "now": now})
+    """`channel, lane, oldest, n, more`: intents due now and not claimed; `n`
+    stops at DUE_COUNT_CAP, with `more` when there are more."""
+    rows = fetch_all(conn, "console_due", {"tenant_id": tenant, "now": now, "cap": DUE_COUNT_CAP})
+    return [{**r, "n": min(r["n"], DUE_COUNT_CAP), "more": r["n"] > DUE_COUNT_CAP} for r in rows]
 
 
 def unreconciled(conn: Conn, tenant: str) -> list[Row]:
@@ -83,7 +91,7 @@ def spend_used(
 
 
 def event_classes(conn: Conn, tenant: str) -> list[Row]:
-    """`event_class, channel, state, n, first_at, last_at`."""
+    """`event_class, channel, state, n, last_at` from the kept counts."""
     return fetch_all(conn, "console_event_classes", {"tenant_id": tenant})
 
 

@@ -8,12 +8,14 @@ ORDER BY resolved_at IS NULL DESC, severity = 'page' DESC, opened_at DESC
 LIMIT 50;
 
 -- name: console_counts
-SELECT state, count(*) AS n FROM intents WHERE tenant_id = %(tenant_id)s GROUP BY state;
+-- Kept counts (migrations/0043_intent_counts.sql): a few rows per state.
+SELECT state, sum(n)::bigint AS n FROM intent_counts WHERE tenant_id = %(tenant_id)s
+GROUP BY state HAVING sum(n) <> 0;
 
 -- name: console_codes
-SELECT decision_code AS code, state, count(*) AS n FROM intents
-WHERE tenant_id = %(tenant_id)s AND decision_code IS NOT NULL
-GROUP BY decision_code, state ORDER BY n DESC, code;
+SELECT code, state, sum(n)::bigint AS n FROM intent_counts
+WHERE tenant_id = %(tenant_id)s AND code <> ''
+GROUP BY code, state HAVING sum(n) <> 0 ORDER BY n DESC, code;
 
 -- name: console_oldest
 -- The oldest nonterminal intents: where an operator starts reading.
@@ -43,10 +45,10 @@ ORDER BY j.created_at DESC
 LIMIT %(limit)s;
 
 -- name: console_event_classes
-SELECT event_class, channel, state, count(*) AS n, min(created_at) AS first_at,
-       max(updated_at) AS last_at
-FROM intents WHERE tenant_id = %(tenant_id)s
-GROUP BY event_class, channel, state;
+-- last_at: the last time an intent of the class and channel changed state.
+SELECT event_class, channel, state, sum(n)::bigint AS n, max(updated_at) AS last_at
+FROM intent_counts WHERE tenant_id = %(tenant_id)s
+GROUP BY event_class, channel, state HAVING sum(n) <> 0;
 
 -- name: console_last_observation
 SELECT o.received_at, o.occurred_at, o.status, o.source, o.provider, o.attempt_n, o.raw_status
@@ -62,12 +64,53 @@ ORDER BY version DESC
 LIMIT 1;
 
 -- name: console_due
--- Per channel and lane (docs/concepts/lanes.md): urgent, of no job; bulk, a job's.
-SELECT channel, CASE WHEN job_id IS NULL THEN 'urgent' ELSE 'bulk' END AS lane,
-       min(next_due_at) AS oldest, count(*) AS n
-FROM intents
-WHERE tenant_id = %(tenant_id)s AND state IN ('pending', 'resend_due')
-  AND next_due_at <= %(now)s
+-- Per channel and lane (docs/concepts/lanes.md): urgent, of no job; bulk, a
+-- job's. The oldest is exact (an index's first entry); the count stops at
+-- %(cap)s + 1, so a million due cost what ten thousand do and the page says
+-- "more than". A job's lane is found by walking its due index one job at a
+-- time: the cost follows the jobs with something due, not their size.
+WITH RECURSIVE due_jobs AS (
+    (SELECT i.job_id FROM intents i
+     WHERE i.tenant_id = %(tenant_id)s AND i.job_id IS NOT NULL
+       AND i.state IN ('pending', 'resend_due')
+     ORDER BY i.job_id LIMIT 1)
+    UNION ALL
+    SELECT n.job_id
+    FROM due_jobs d
+    CROSS JOIN LATERAL (
+        SELECT i.job_id FROM intents i
+        WHERE i.tenant_id = %(tenant_id)s AND i.job_id > d.job_id
+          AND i.state IN ('pending', 'resend_due')
+        ORDER BY i.job_id LIMIT 1
+    ) AS n
+),
+lanes AS (
+    SELECT c.channel, 'urgent' AS lane, s.oldest, s.n
+    FROM (VALUES ('email'), ('sms')) AS c (channel)
+    CROSS JOIN LATERAL (
+        SELECT min(f.next_due_at) AS oldest, count(*) AS n
+        FROM (SELECT i.next_due_at FROM intents i
+              WHERE i.channel = c.channel AND i.tenant_id = %(tenant_id)s
+                AND i.state IN ('pending', 'resend_due') AND i.job_id IS NULL
+                AND i.next_due_at <= %(now)s
+              ORDER BY i.next_due_at LIMIT %(cap)s + 1) AS f
+    ) AS s
+    UNION ALL
+    SELECT c.channel, 'bulk', s.oldest, s.n
+    FROM due_jobs d
+    CROSS JOIN (VALUES ('email'), ('sms')) AS c (channel)
+    CROSS JOIN LATERAL (
+        SELECT min(f.next_due_at) AS oldest, count(*) AS n
+        FROM (SELECT i.next_due_at FROM intents i
+              WHERE i.tenant_id = %(tenant_id)s AND i.job_id = d.job_id
+                AND i.channel = c.channel AND i.state IN ('pending', 'resend_due')
+                AND i.next_due_at <= %(now)s
+              ORDER BY i.next_due_at LIMIT %(cap)s + 1) AS f
+    ) AS s
+)
+SELECT channel, lane, min(oldest) AS oldest, least(sum(n), %(cap)s + 1)::bigint AS n
+FROM lanes
+WHERE n > 0
 GROUP BY 1, 2
 ORDER BY 1, 2 DESC;
 

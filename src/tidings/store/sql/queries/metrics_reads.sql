@@ -1,19 +1,21 @@
 -- Ledger metrics computed from rows at scrape time (store/metrics_reads.py).
--- Every number here is derived from ledger rows (invariant 7); no counter is
--- kept on the side. State lists are written out literally where a partial
+-- Every number here is derived from ledger rows (invariant 7): read from
+-- them, or from intent_counts, a projection the triggers of 0043 keep in the
+-- ledger's own transactions and a test recounts. State lists are written out literally where a partial
 -- index has the same predicate, so the planner can use it.
 
 -- name: metrics_intents_by_state
-SELECT tenant_id, state, count(*) AS n
-FROM intents
-GROUP BY tenant_id, state;
+-- Kept counts (migrations/0043_intent_counts.sql), not a scan of the ledger.
+SELECT tenant_id, state, sum(n)::bigint AS n
+FROM intent_counts
+GROUP BY tenant_id, state HAVING sum(n) <> 0;
 
 -- name: metrics_intents_by_code
-SELECT tenant_id, decision_code AS code, count(*) AS n,
-       count(*) FILTER (WHERE state = 'suppressed') AS suppressed
-FROM intents
-WHERE decision_code IS NOT NULL
-GROUP BY tenant_id, decision_code;
+SELECT tenant_id, code, sum(n)::bigint AS n,
+       coalesce(sum(n) FILTER (WHERE state = 'suppressed'), 0)::bigint AS suppressed
+FROM intent_counts
+WHERE code <> ''
+GROUP BY tenant_id, code HAVING sum(n) <> 0;
 
 -- name: metrics_unknown
 -- Outcomes that stayed unknown, by the provider account of the last attempt.
