@@ -29,7 +29,7 @@ from tidings.providers.simulator import SimulatorConfig, SimulatorCore
 from tidings.providers.simulator.app import create_app
 from tidings.providers.simulator.in_process import CoreTransport
 from tidings.providers.simulator.receipts import ReceiptDispatcher
-from tidings.providers.simulator.wire_sendgrid import account_of, event_webhook, public_key_of
+from tidings.providers.simulator.wire_sendgrid import account_of, event_webhook
 
 T0 = 1_900_000_000.0
 HOOK = "https://tidings.example/v1/webhooks/sendgrid"
@@ -53,7 +53,7 @@ def wired(
     account = account_of(core.config)
     client = httpx.Client(base_url=BASE, transport=CoreTransport(core))
     # A stranger's verification key: the key pair of another secret.
-    key = public_key_of(settings.updated({"webhook_secret": secret})) if secret else None
+    key = account_of(settings.updated({"webhook_secret": secret})).public_key() if secret else None
     adapter = SendGridAdapter(
         api_key or account.api_key,
         sender="tidings@sender.test",
@@ -305,3 +305,18 @@ def test_the_http_app_speaks_sendgrids_wire() -> None:
         assert isinstance(refused, Rejected) and refused.code is RejectCode.REQUEST_INVALID
         [first, _] = core.ledger()
         assert first["provider_message_id"] == accepted.provider_message_id
+
+
+def test_the_verification_key_is_read_where_sendgrid_serves_it() -> None:
+    # An operator configures the worker's key from the simulator as from SendGrid.
+    clock = Clock()
+    core = SimulatorCore(SimulatorConfig(profile="sendgrid", webhook_secret="s3"), clock=clock)
+    account = account_of(core.config)
+    with TestClient(create_app(core, deliver_receipts=False), base_url=BASE) as client:
+        path = "/v3/user/webhooks/event/settings/signed"
+        assert client.get(path).status_code == 401
+        auth = {"Authorization": f"Bearer {account.api_key}"}
+        served = client.get(path, headers=auth).json()["public_key"]
+        assert client.get(f"{path}/simulator", headers=auth).json()["public_key"] == served
+    assert served == account.public_key()
+    assert served != account_of(SimulatorConfig(webhook_secret="other")).public_key()

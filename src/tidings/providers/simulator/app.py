@@ -110,6 +110,8 @@ def _wire_routes(app: FastAPI, core: SimulatorCore) -> None:
         return JSONResponse(reply.body, reply.status_code, headers=reply.headers)
 
     @app.post(wire_sendgrid.SEND_PATH)
+    @app.get(wire_sendgrid.PUBLIC_KEY_PATH)
+    @app.get(wire_sendgrid.PUBLIC_KEY_PATH + "/{webhook_id}")
     async def sendgrid(request: Request) -> Response:
         reply = wire_sendgrid.answer(
             core,

@@ -50,7 +50,8 @@ key: the core is given our key from `custom_args` where it is there, and
 otherwise a key of the request's own, so a repeat is a new message as at
 SendGrid. Message ids are the core's (`EM...`): the adapter treats them as
 opaque. The signing key pair is derived from the simulator's
-`webhook_secret` (`public_key_of` gives the verification key to configure).
+`webhook_secret`; `GET /v3/user/webhooks/event/settings/signed` gives the
+verification key to configure, as SendGrid's API does.
 
 Where SendGrid has no shape for what the core decided, the wire says so:
 SendGrid refuses no suppressed recipient at send time (it accepts, then
@@ -90,6 +91,10 @@ from tidings.providers.simulator.profiles import profile
 from tidings.providers.simulator.records import Receipt, Reply
 
 SEND_PATH = "/v3/mail/send"
+# Where SendGrid hands out the Event Webhook's verification key: an operator
+# pointing a worker at the simulator reads it here, as from SendGrid
+# (https://www.twilio.com/docs/sendgrid/api-reference/webhooks/get-signed-event-webhooks-public-key).
+PUBLIC_KEY_PATH = "/v3/user/webhooks/event/settings/signed"
 HELP = "http://sendgrid.com/docs/API_Reference/Web_API_v3/Mail/errors.html"
 RATE_LIMIT = 600  # X-RateLimit-Limit: the docs' example values are 500 and 150
 # P-256's group order: a derived private scalar must lie in [1, n - 1].
@@ -148,12 +153,10 @@ def account_of(config: SimulatorConfig) -> SendGridAccount:
     return SendGridAccount(config.webhook_secret, config.webhook_secret)
 
 
-def public_key_of(config: SimulatorConfig) -> str:
-    return account_of(config).public_key()
-
-
 def is_sendgrid_path(method: str, path: str) -> bool:
-    return method == "POST" and path == SEND_PATH
+    return (method == "POST" and path == SEND_PATH) or (
+        method == "GET" and path.startswith(PUBLIC_KEY_PATH)
+    )
 
 
 def answer(
@@ -172,6 +175,8 @@ def answer(
         key.encode(), account.api_key.encode()
     ):
         return _error(401, None, "The provided authorization grant is invalid, expired, or revoked")
+    if method == "GET":
+        return Reply(200, {"id": "simulator", "public_key": account.public_key()})
     return _send(core, body)
 
 
