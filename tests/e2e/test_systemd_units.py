@@ -112,6 +112,24 @@ def expand(value: str, specifiers: dict[str, str]) -> str:
     return re.sub(r"%(.)", lambda m: specifiers[m.group(1)], value)
 
 
+def help_texts(commands: list[str]) -> dict[str, str]:
+    """`tidings COMMAND --help` of each command, run at once; only the
+    commands that answered."""
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    running = {
+        c: subprocess.Popen(
+            [TIDINGS, c, "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        )
+        for c in commands
+    }
+    texts = {}
+    for command, proc in running.items():
+        out, _ = proc.communicate(timeout=60)
+        if proc.returncode == 0:
+            texts[command] = out.decode()
+    return texts
+
+
 def test_every_unit_names_commands_and_options_that_exist() -> None:
     units = [parse_unit(p) for p in unit_files()]
     names = {u.path.name for u in units}
@@ -121,23 +139,15 @@ def test_every_unit_names_commands_and_options_that_exist() -> None:
         "tidings-worker@.service",
         "tidings-simulator.service",
     } <= names
-    helps: dict[str, str] = {}
+    commands = {shlex.split(u.get("Service", "ExecStart") or "x x")[1] for u in units}
+    helps = help_texts(sorted(commands))
     for unit in units:
         service = unit.sections["Service"]
         assert unit.get("Service", "EnvironmentFile") == ENV_FILE, unit.path.name
         argv = shlex.split(unit.get("Service", "ExecStart") or "")
         assert argv[0] == INSTALLED, unit.path.name
         command = argv[1]
-        if command not in helps:
-            done = subprocess.run(
-                [TIDINGS, command, "--help"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
-            )
-            assert done.returncode == 0, f"`tidings {command}`: {done.stderr}"
-            helps[command] = done.stdout
+        assert command in helps, f"{unit.path.name}: no `tidings {command}`"
         for option in (a for a in argv[2:] if a.startswith("--")):
             assert re.search(rf"{re.escape(option)}\b", helps[command]), (
                 f"{unit.path.name}: `tidings {command}` has no {option}"
