@@ -214,6 +214,22 @@ def test_the_default_secret_only_in_loopback_development() -> None:
     assert isinstance(adapter, SimulatorAdapter)
 
 
+def test_an_api_with_no_provider_says_its_webhooks_will_404(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name in ("TIDINGS_SMS_PROVIDER", "TIDINGS_EMAIL_PROVIDER"):
+        monkeypatch.delenv(name, raising=False)
+    with caplog.at_level("WARNING", logger="tidings.webhooks"):
+        assert routing.webhook_adapters(Settings(simulator_url=None), serving_host="::1") == {}
+    [record] = caplog.records
+    assert record.getMessage() == "no provider configured; provider webhooks will answer 404"
+    assert "TIDINGS_SIMULATOR_URL" in record.__dict__["why"]
+    caplog.clear()
+    local = Settings(simulator_url="http://127.0.0.1:8099")
+    assert set(routing.webhook_adapters(local, serving_host="127.0.0.1")) == {"simulator"}
+    assert not caplog.records
+
+
 def test_devstack_signs_with_a_fresh_secret_per_run() -> None:
     from tidings.cli.devstack import DevStack
 

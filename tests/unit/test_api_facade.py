@@ -37,6 +37,10 @@ ALLOWED_IMPORTS: dict[tuple[str, str], str] = {
     ("serve.py", "tidings.platform.settings"): (
         "a forked API process reads its settings to build its provider adapters"
     ),
+    ("serve.py", "tidings.platform.signal_wait"): (
+        "the server's SIGTERM stop exits 0, as the simulator's does: one "
+        "process-level helper for both, nothing of the engine"
+    ),
     ("settings.py", "tidings.platform.settings"): (
         "ApiSettings is read from the server's settings at start"
     ),

@@ -8,9 +8,8 @@ import os
 import signal
 import socket
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 
 import uvicorn
 
@@ -18,6 +17,7 @@ from tidings.api.access_log import strip_query_strings
 from tidings.api.app import create_app
 from tidings.api.settings import ApiSettings
 from tidings.client import Tidings
+from tidings.platform.signal_wait import sigterm_interrupts
 from tidings.providers.base import ProviderAdapter
 
 STARTUP_FAILURE = 3  # uvicorn's exit status for a server that never started
@@ -50,26 +50,10 @@ def serve(
         )
     )
     strip_query_strings()  # after uvicorn configured its loggers
-    with contextlib.suppress(KeyboardInterrupt), _sigterm_interrupts():
+    with contextlib.suppress(KeyboardInterrupt), sigterm_interrupts():
         server.run()
     if not server.started:  # as uvicorn.run: a port in use is a failed start
         sys.exit(STARTUP_FAILURE)
-
-
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """uvicorn ends a stop by raising the signal it caught again, under the
-    handler it found. For SIGTERM, Python's default would end the process
-    with no exit handler run (the embedded PostgreSQL would stay up); as
-    SIGINT's, it raises KeyboardInterrupt and a SIGTERM stop is clean."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # uvicorn handles no signal there either
-        return
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def serve_processes(
@@ -153,14 +137,11 @@ def serve_processes(
 
 def _run_one(listener: socket.socket, database_url: str, host: str, log_level: str) -> int:
     from tidings.platform.settings import Settings
-    from tidings.providers.routing import adapters_from_settings, by_name
+    from tidings.providers.routing import webhook_adapters
 
     settings = Settings()
     with Tidings(database_url) as tidings:
-        try:
-            adapters = by_name(adapters_from_settings(settings, serving_host=host))
-        except Exception:  # webhooks need adapters; the API itself does not
-            adapters = {}
+        adapters = webhook_adapters(settings, serving_host=host)
         app = create_app(
             tidings, adapters=adapters, settings=ApiSettings.from_settings(tidings.settings)
         )

@@ -124,7 +124,13 @@ def simulator(
     port: Annotated[int, typer.Option(help="port to listen on")] = 8099,
     host: str = "127.0.0.1",
     seed: int = 0,
-    webhook_url: Annotated[str | None, typer.Option(help="where to POST signed receipts")] = None,
+    webhook_url: Annotated[
+        str | None,
+        typer.Option(
+            help="where to POST signed receipts and inbound messages: the API's "
+            "/v1/webhooks/simulator (TIDINGS_SIMULATOR_WEBHOOK_URL); unset, none are sent"
+        ),
+    ] = None,
     profile: Annotated[
         str | None,
         typer.Option(help=f"the provider to play: {PROFILE_CHOICES} (TIDINGS_SIMULATOR_PROFILE)"),
@@ -133,14 +139,16 @@ def simulator(
     """Run the provider simulator (SMS and e-mail) as its own process."""
     from tidings.providers.simulator import run
 
+    settings = Settings()
     # A simulator told no profile plays `ideal`; workers ask it which it plays.
-    played = profile or Settings().simulator_profile or "ideal"
+    played = profile or settings.simulator_profile or "ideal"
     config: dict[str, Any] = {"seed": seed, "profile": played}
+    webhook_url = webhook_url or settings.simulator_webhook_url
     if webhook_url:
         config["webhook_url"] = webhook_url
     # Signs with the secret `tidings serve` checks (TIDINGS_SIMULATOR_WEBHOOK_SECRET);
     # unset, its development default, which serve accepts on loopback only.
-    secret = Settings().simulator_webhook_secret
+    secret = settings.simulator_webhook_secret
     if secret is not None:
         config["webhook_secret"] = secret.get_secret_value()
     run(host, port, **config)
@@ -170,7 +178,7 @@ def serve(
     """Serve the HTTP API (and the console at /console)."""
     configure_logs(log_format, log_level)
     from tidings.api.serve import serve as run_api
-    from tidings.providers.routing import adapters_from_settings, by_name
+    from tidings.providers.routing import webhook_adapters
 
     settings = Settings()
     # A stop while waiting is clean; once serving, uvicorn's handling
@@ -202,8 +210,4 @@ def serve(
             from tidings.observability.metrics import serve_ledger_metrics
 
             serve_ledger_metrics(t.runtime, metrics_port, metrics_host)
-        try:
-            adapters = by_name(adapters_from_settings(settings, serving_host=host))
-        except Exception:  # webhooks need adapters; the API itself does not
-            adapters = {}
-        run_api(host, port, t, adapters)
+        run_api(host, port, t, webhook_adapters(settings, serving_host=host))

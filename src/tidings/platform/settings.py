@@ -44,6 +44,10 @@ class Settings(BaseSettings):
     # Unset, the simulator's webhooks are refused, except in loopback
     # development (providers/routing.py); `tidings up` makes one per run.
     simulator_webhook_secret: SecretStr | None = None
+    # Where a separately started `tidings simulator` POSTs its receipts and
+    # inbound messages (`--webhook-url`): the API's /v1/webhooks/simulator.
+    # Unset, it sends none.
+    simulator_webhook_url: str | None = None
     policy_dir: Path | None = None
     pool_size: int = 10
     lease_seconds: float = 30.0

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import threading
+from collections.abc import Iterator
 
 # How often the main thread returns to the interpreter to run a handler it
 # may owe.
@@ -19,3 +22,20 @@ def wait_for_signal(stop: threading.Event) -> None:
     """
     while not stop.wait(SIGNAL_CHECK_SECONDS):
         pass
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """uvicorn ends a stop by raising the signal it caught again, under the
+    handler it found. For SIGTERM, Python's default would end the process
+    with no exit handler run (the embedded PostgreSQL would stay up, and
+    the status would be 143, a failure to a service manager); as
+    SIGINT's, it raises KeyboardInterrupt and a SIGTERM stop is clean."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # uvicorn handles no signal there either
+        return
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

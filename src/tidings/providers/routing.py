@@ -9,6 +9,7 @@ own `TIDINGS_<PROVIDER>_*` variables (docs/providers.md).
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 from collections.abc import Mapping
 from urllib.parse import urlsplit
@@ -18,6 +19,8 @@ from tidings.providers.base import ProviderAdapter
 from tidings.providers.errors import ProviderConfigError
 from tidings.providers.simulator import DEFAULT_WEBHOOK_SECRET
 from tidings.providers.simulator.adapter import SimulatorAdapter
+
+log = logging.getLogger("tidings.webhooks")
 
 
 def adapters_from_settings(
@@ -88,3 +91,17 @@ def _from_env(name: str, env: Mapping[str, str]) -> ProviderAdapter:
 
 def by_name(adapters: Mapping[str, ProviderAdapter]) -> dict[str, ProviderAdapter]:
     return {adapter.name: adapter for adapter in adapters.values()}
+
+
+def webhook_adapters(settings: Settings, *, serving_host: str | None) -> dict[str, ProviderAdapter]:
+    """The API's webhook receivers, by provider name. The API itself needs
+    no provider, so a configuration without one serves with none, and says
+    so once at start: otherwise a provider's receipts meet 404 in silence."""
+    try:
+        return by_name(adapters_from_settings(settings, serving_host=serving_host))
+    except Exception as exc:  # webhooks need adapters; the API itself does not
+        log.warning(
+            "no provider configured; provider webhooks will answer 404",
+            extra={"why": str(exc)},
+        )
+        return {}

@@ -13,6 +13,7 @@ Vonage's `/sms/json`), and test controls under `/_`: `_ledger`,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -23,6 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, ValidationError
 
+from tidings.platform.signal_wait import sigterm_interrupts
 from tidings.providers.simulator import wire_postmark, wire_sendgrid, wire_twilio, wire_vonage
 from tidings.providers.simulator.config import SimulatorConfig
 from tidings.providers.simulator.core import LookupFailed, NotSupported, SimulatorCore
@@ -234,7 +236,9 @@ def _control_routes(app: FastAPI, core: SimulatorCore) -> None:
 
 def serve(host: str, port: int, *, log_level: str = "warning", **config: Any) -> None:
     core = SimulatorCore(SimulatorConfig(**config))
-    # A short graceful shutdown: stalled "timeout" answers must not hold up exit.
-    uvicorn.run(
-        create_app(core), host=host, port=port, log_level=log_level, timeout_graceful_shutdown=1
-    )
+    # A short graceful shutdown: stalled "timeout" answers must not hold up
+    # exit. A SIGTERM stop exits 0, as `tidings serve`'s does.
+    with contextlib.suppress(KeyboardInterrupt), sigterm_interrupts():
+        uvicorn.run(
+            create_app(core), host=host, port=port, log_level=log_level, timeout_graceful_shutdown=1
+        )
