@@ -46,9 +46,9 @@ def parse_instant(text: str) -> datetime:
 
 
 def _tidings(tenant: str | None = None) -> Tidings:
-    from tidings.client import Tidings
+    from tidings.cli.common import open_tidings
 
-    return Tidings(None, tenant=tenant)
+    return open_tidings(tenant)
 
 
 @keys_app.command("create")

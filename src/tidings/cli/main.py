@@ -8,8 +8,10 @@ import typer
 
 from tidings.cli import development, operations, policies, processes, templates
 from tidings.cli.canary import canary_app
+from tidings.cli.common import errors
 from tidings.cli.intents import intents_app
 from tidings.cli.keys import keys_app
+from tidings.cli.mistakes import DATABASE_MISTAKES, database_mistake
 from tidings.cli.rollout import rollout_app
 from tidings.cli.stop import exit_on_sigterm
 from tidings.cli.suppressions import suppressions_app
@@ -81,7 +83,13 @@ policy_app.command("show")(policies.show)
 
 def main() -> None:
     exit_on_sigterm()
-    app()
+    try:
+        app()
+    except DATABASE_MISTAKES as exc:
+        # A user's ordinary mistakes (no server, a wrong DATABASE_URL, a
+        # database never migrated) are one line and what to do, not a trace.
+        errors.print(database_mistake(exc), markup=False, highlight=False, soft_wrap=True)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":
