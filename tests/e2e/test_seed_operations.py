@@ -7,6 +7,7 @@ to assert.
 - the rollout by cohort ("Rolling out one region and one purpose at a time")
 - the reset edge against an SMS-pumping burst (the `request_anomaly` alert)
 - `tidings canary run` against the separate simulator ("Synthetic canaries")
+- a Unicode SMS, and the ids seed 002 asks for on each boundary's log line
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ FAST_ALERTS = {"TIDINGS_ALERT_INTERVAL_SECONDS": "1"}
 # -- the processes, and the operator's shell -------------------------------
 
 
-TENANTS = ("rollout", "game", "ops")  # a tenant of its own for each test
+TENANTS = ("rollout", "game", "ops", "unicode")  # a tenant of its own for each test
 
 
 @dataclass(frozen=True)
@@ -500,3 +501,75 @@ def test_canary_run_against_the_simulator_process_and_its_alert(stack: Stack) ->
     assert "canary_failed:simulator" not in open_alerts(stack.api, key)
     # Canaries are not member traffic.
     assert rows(stack.db_url, "SELECT count(*) FROM intents") == members_before
+
+
+# -- a Unicode SMS, and its log lines -----------------------------------------
+
+# Seed 002's boundaries of one intent after its creation, as the worker logs them.
+BOUNDARIES = (
+    "intent claimed",
+    "provider call",
+    "provider answered",
+    "attempt recorded",
+    "observation applied",
+)
+
+
+def log_lines(path: Path, intent_id: str) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("{") and intent_id in line:
+            entry = json.loads(line)
+            if entry.get("intent_id") == intent_id:
+                found.setdefault(entry["event"], []).append(entry)
+    return found
+
+
+def test_a_unicode_sms_goes_out_as_ucs2_and_every_boundary_logs_its_ids(stack: Stack) -> None:
+    tenant = "unicode"
+    http = admin_client(stack.api, stack.keys[tenant])
+    policy = builtin_document("default")
+    policy["version"] = "unicode-1"
+    policy["poll_schedule"]["first_check_after_seconds"] = 1
+    body = "Место в {{ class_name }} 🎉 до 18:00"  # Cyrillic and an emoji: UCS-2
+    template = {"name": "offer_ru", "channel": "sms", "body": body}
+    template["required_variables"] = ["class_name"]
+    set_up(http, policy, template)
+    made = http.post(
+        "/v1/intents",
+        json={
+            "idempotency_key": "offer:ru:1",
+            "channel": "sms",
+            "recipient": {"ref": "member-ru", "phone": "+14155554321"},
+            "template": {"name": "offer_ru"},
+            "variables": {"class_name": "Йога" * 13},  # 72 units: two UCS-2 segments
+            "purpose": "transactional",
+            "event_class": "waitlist_offer",
+        },
+    )
+    assert made.status_code == 201, made.text
+    intent_id = made.json()["id"]
+    wait_until(
+        lambda: by_key(stack.db_url, tenant)["offer:ru:1"][0] == "delivered",
+        what="the Unicode SMS delivered",
+    )
+    [(encoding, segments, message_id)] = rows(
+        stack.db_url,
+        "SELECT encoding, segments, provider_message_id FROM attempts WHERE intent_id = %s",
+        intent_id,
+    )
+    assert (encoding, segments) == ("UCS-2", 2)
+    created = log_lines(stack.home / "serve.log", intent_id)
+    worked = log_lines(stack.home / "worker.log", intent_id)
+    for event, found in (("intent created", created), *((b, worked) for b in BOUNDARIES)):
+        [line] = found.get(event, [{}])
+        assert line.get("tenant_id") == tenant and line.get("channel") == "sms", (event, line)
+        assert line.get("template_revision") == "offer_ru@1", (event, line)
+        if event != "intent created":  # no provider is chosen before the claim
+            assert line.get("provider") == "simulator", (event, line)
+    for event in ("provider answered", "attempt recorded", "observation applied"):
+        assert worked[event][0]["provider_message_id"] == message_id
+    # Neither the destination nor the rendered text on any line of either process.
+    for log in ("serve.log", "worker.log"):
+        text = (stack.home / log).read_text(errors="replace")
+        assert "4155554321" not in text and "Йога" not in text and "\\u0419" not in text
