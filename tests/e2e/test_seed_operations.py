@@ -365,7 +365,10 @@ def test_a_pumping_burst_is_refused_at_the_edge_and_ordinary_resets_are_delivere
     stack: Stack,
 ) -> None:
     tenant = "game"
-    burst = 30  # per premium range; the policy lets PER_PREFIX through
+    # Per premium range; the policy lets PER_PREFIX through. 40, not 30: the
+    # alert's floor is 30 in the last hour, estimated from hourly windows,
+    # so a burst split by the top of the hour must still reach it.
+    burst = 40
     key = stack.keys[tenant]
     http = admin_client(stack.api, key)
     policy = bounded_policy()
@@ -388,7 +391,7 @@ def test_a_pumping_burst_is_refused_at_the_edge_and_ordinary_resets_are_delivere
             if got.status_code == 429:
                 assert got.json()["code"] == "REQUEST_LIMIT" and got.json()["scope"] == "prefix"
                 assert 1 <= int(got.headers["Retry-After"]) <= 3600
-        if n % 3 == 0:  # players' own resets, in between
+        if n % 4 == 0:  # players' own resets, in between
             got = http.post("/v1/intents", json=reset(ordinary(10 + n), f"player-{n}"))
             assert got.status_code == 201, got.text
             answers[("player", 201)] += 1
@@ -397,9 +400,9 @@ def test_a_pumping_burst_is_refused_at_the_edge_and_ordinary_resets_are_delivere
         ("GB", 429): burst - PER_PREFIX,
         ("LV", 201): PER_PREFIX,
         ("LV", 429): burst - PER_PREFIX,
-        ("player", 201): burst // 3,
+        ("player", 201): burst // 4,
     }
-    made = 2 * PER_PREFIX + burst // 3
+    made = 2 * PER_PREFIX + burst // 4
     seen: list[Counter[str]] = []
 
     def all_delivered() -> bool:
