@@ -535,8 +535,12 @@ def test_a_unicode_sms_goes_out_as_ucs2_and_every_boundary_logs_its_ids(stack: S
     policy["version"] = "unicode-1"
     policy["poll_schedule"]["first_check_after_seconds"] = 1
     body = "Место в {{ class_name }} 🎉 до 18:00"  # Cyrillic and an emoji: UCS-2
-    template = {"name": "offer_ru", "channel": "sms", "body": body}
-    template["required_variables"] = ["class_name"]
+    template = {
+        "name": "offer_ru",
+        "channel": "sms",
+        "body": body,
+        "required_variables": ["class_name"],
+    }
     set_up(http, policy, template)
     made = http.post(
         "/v1/intents",
