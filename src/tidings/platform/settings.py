@@ -119,7 +119,7 @@ class Settings(BaseSettings):
     # Synthetic canaries (dispatch/canary.py, docs/operations.md): one round
     # through every provider account to its official test destination, at
     # most once this often across all workers. 0, the default: off (a
-    # canary to SES's simulator still counts against the sending quota).
+    # canary to SES's simulator is still billed and uses the sending rate).
     canary_interval_seconds: float = Field(default=0.0, ge=0.0)
     # OpenTelemetry spans at an intent's boundaries (docs/tracing.md): off;
     # `global`, to the tracer provider the application installed; `otlp`,

@@ -12,13 +12,18 @@ Per adapter (target name: how the provider knows it is a test; source):
 
 * twilio, `twilio-magic-valid`: the account's *test* credentials
   (`TIDINGS_TWILIO_TEST_ACCOUNT_SID`, `TIDINGS_TWILIO_TEST_AUTH_TOKEN`) and
-  the magic number `+15005550006`; nothing charged, no real phone reached.
+  the magic number `+15005550006`; nothing charged, no real phone reached,
+  no status callback, and fetching the message is refused (403), so no
+  receipt can be checked.
   https://www.twilio.com/docs/iam/test-credentials and
   https://www.twilio.com/docs/messaging/tutorials/automate-testing
 * ses, `ses-simulator-success`: the mailbox simulator address
   `success@simulator.amazonses.com` (works in the sandbox and in
-  production; each send still counts against the sending quota).
+  production; limited by the maximum sending rate, not counted in the
+  daily quota, billed like any e-mail; no status lookup: a delivery
+  notification comes only through the account's event notifications).
   https://docs.aws.amazon.com/ses/latest/dg/send-an-email-from-console.html
+  https://docs.aws.amazon.com/ses/latest/DeveloperGuide/mailbox-simulator.html
 * postmark, `postmark-api-test`: the server token `POSTMARK_API_TEST`,
   any address; validated, never delivered.
   https://postmarkapp.com/developer/user-guide/sending-with-api
