@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from datetime import timedelta
 
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
 from tidings import ManualClock, RequestLimited, Tidings
+from tidings.dispatch.retention import purge
 
 from .api_support import auth, client, count, is_problem, new_key
 from .dispatch_helpers import simulator, worker
@@ -200,3 +202,27 @@ def test_an_email_reset_is_bounded_per_address_and_the_refusal_is_logged(
     assert record.__dict__["bound"] == "destination" and record.__dict__["tenant_id"] == "game"
     assert count(db_url, "intents") == PER_DESTINATION
     assert _counters(db_url, "request_volume") == []  # an e-mail has no prefix to watch
+
+
+def test_a_bursts_counters_are_forgotten_once_their_windows_are_long_past(
+    tidings: Tidings, clock: ManualClock, db_url: str
+) -> None:
+    # A script walking many numbers leaves a counter per number and window;
+    # retention forgets each one two days after its window ended, not before.
+    http = _api(tidings, "game")
+    for n in range(12):
+        assert http.post("/v1/intents", json=reset_body(tidings, premium(n), f"p-{n}")).is_success
+    with psycopg.connect(db_url) as conn:
+        written = conn.execute("SELECT count(*), max(window_end) FROM rate_counters").fetchone()
+    assert written is not None and written[0] >= 12
+    assert purge(tidings.db, clock.now())["rate_counters"] == 0
+    clock.set(written[1] + timedelta(days=2) - timedelta(seconds=1))
+    kept = purge(tidings.db, clock.now())["rate_counters"]
+    with psycopg.connect(db_url) as conn:
+        (left,) = conn.execute(
+            "SELECT count(*) FROM rate_counters WHERE window_end = %s", (written[1],)
+        ).fetchone() or (0,)
+    assert left > 0  # the longest window's rows: a day and more after it ended, still read
+    clock.advance(2)
+    assert purge(tidings.db, clock.now())["rate_counters"] + kept == written[0]
+    assert count(db_url, "rate_counters") == 0

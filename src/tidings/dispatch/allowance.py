@@ -10,7 +10,7 @@ eligible time; nobody busy-polls for room.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -75,6 +75,7 @@ def _take(conn: Conn, tenant: str, key: LimitKey, now: datetime) -> bool:
         scope=key.scope,
         key=key.key,
         window_start=key.window_start(now),
+        window_end=key.window_start(now) + timedelta(seconds=key.per_seconds),
         cost=key.cost,
         limit=key.limit,
     )

@@ -21,7 +21,7 @@ statement): the anomaly alert reads it (observability/alerts/requests.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -102,6 +102,7 @@ def _take(conn: Conn, tenant: str, key: LimitKey, now: datetime) -> bool:
         scope=key.scope,
         key=key.key,
         window_start=key.window_start(now),
+        window_end=key.window_start(now) + timedelta(seconds=key.per_seconds),
         cost=key.cost,
         limit=key.limit,
     )

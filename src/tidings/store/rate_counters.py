@@ -23,10 +23,12 @@ def take(
     scope: str,
     key: str,
     window_start: datetime,
+    window_end: datetime,
     cost: int,
     limit: int,
 ) -> bool:
-    """Spend `cost` from the window's counter; False (nothing spent) if it would pass `limit`."""
+    """Spend `cost` from the window's counter; False (nothing spent) if it
+    would pass `limit`. `window_end` is when retention may forget it."""
     row = fetch_one(
         conn,
         "consume_allowance",
@@ -35,6 +37,7 @@ def take(
             "scope": scope,
             "key": key,
             "window_start": window_start,
+            "window_end": window_end,
             "cost": cost,
             "limit": limit,
         },

@@ -94,6 +94,11 @@ def expired_uploads(conn: Conn, now: datetime) -> int:
     return execute(conn, "purge_expired_uploads", {"now": now})
 
 
+def rate_counters(conn: Conn, batch: Batch) -> int:
+    """Rate windows that ended before `before`, at most `limit` of them."""
+    return execute(conn, "purge_rate_counters", batch)
+
+
 def orphan_destinations(conn: Conn) -> int:
     return execute(conn, "purge_orphan_destinations", {})
 

@@ -1278,3 +1278,7 @@ CREATE TRIGGER intent_counts_updated AFTER UPDATE ON intents
 CREATE TRIGGER intent_counts_deleted AFTER DELETE ON intents
     REFERENCING OLD TABLE AS old_rows
     FOR EACH STATEMENT EXECUTE FUNCTION intent_counts_deleted();
+
+-- Issue 41: a counter's window end, for retention (0044_rate_counter_ends.sql).
+ALTER TABLE rate_counters ADD COLUMN window_end timestamptz NOT NULL;
+CREATE INDEX rate_counters_ended ON rate_counters (window_end);

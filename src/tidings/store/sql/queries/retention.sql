@@ -261,3 +261,11 @@ UNION ALL
    AND o.received_at >= %(now)s - make_interval(days => %(longest_days)s)
    AND o.received_at >= %(now)s - make_interval(days => coalesce(c.days, %(default_days)s))
  LIMIT %(most)s);
+
+-- name: purge_rate_counters
+-- Rate windows that ended before `before`, a batch at a time: what the
+-- limits and the request-anomaly baseline no longer read.
+DELETE FROM rate_counters c
+WHERE c.ctid = ANY (ARRAY(
+    SELECT r.ctid FROM rate_counters r WHERE r.window_end < %(before)s LIMIT %(limit)s
+));
