@@ -13,9 +13,9 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from tests.conftest import TEST_SECRET
-from tidings import IntentState, ManualClock, Tidings
+from tidings import CohortShrink, IntentState, ManualClock, Tidings
 from tidings.cli import app
-from tidings.domain.errors import CohortShrink, InvalidInput
+from tidings.domain.errors import InvalidInput
 
 from .api_support import auth, client, new_key
 from .dispatch_helpers import offer, publish_offer_template, sends, simulator, worker

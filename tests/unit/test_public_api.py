@@ -12,6 +12,7 @@ PUBLIC_NAMES = {
     "AttemptState",
     "AudienceUploadUsed",
     "Clock",
+    "CohortShrink",
     "Conflict",
     "IdempotencyConflict",
     "Intent",
