@@ -462,3 +462,32 @@ def test_a_due_backlog_alert_rolls_up_every_held_intent(
     assert alert.details["event_class"] == "class_reminder, waitlist_offer"
     assert alert.details["report_ids"] == ["8421"]
     assert alert.details["template_revisions"] == ["waitlist_offer rev 1"]
+
+
+def test_a_scoped_kill_switch_holds_only_its_scope_and_never_hides_a_stuck_backlog(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    # A kill switch on one event class holds that class; the rest of the
+    # channel waiting unclaimed is a real backlog and must page as one.
+    publish_offer_template(tidings)
+    tidings.set_control("kill_switch", True, channel="sms", event_class="class_reminder")
+    later = clock.now() + timedelta(hours=2)
+    offer(tidings, 1, expires_at=later, event_class="class_reminder")
+    clock.advance(seconds=30)
+    stuck = offer(tidings, 2, expires_at=later)
+    clock.advance(minutes=6)
+    alerts = {a.key: a for a in evaluate_alerts(tidings.db, clock.now(), AlertConfig())}
+    assert alerts["urgent_backlog:sms"].severity == "page"
+    assert alerts["urgent_backlog:sms"].details["affected_intents"] == 1
+    due = alerts["due_backlog:sms"]
+    assert due.details["kill_switch"] is False
+    assert due.details["affected_intents"] == 1 and due.details["held_intents"] == 1
+    assert due.details["oldest_intent_id"] == str(stuck.id)
+    assert due.details["oldest_due_age_seconds"] == 360
+    assert "Workers are not claiming sms" in due.details["action"]
+    # Once the switch covers the whole channel, everything due is held on purpose.
+    tidings.set_control("kill_switch", True, channel="sms")
+    alerts = {a.key: a for a in evaluate_alerts(tidings.db, clock.now(), AlertConfig())}
+    assert "urgent_backlog:sms" not in alerts
+    assert alerts["due_backlog:sms"].details["kill_switch"] is True
+    assert alerts["due_backlog:sms"].details["affected_intents"] == 2

@@ -157,6 +157,7 @@ def _due(
         details["oldest_due_age_seconds"] = round(age, 3)
         details["oldest_nonterminal_age_seconds"] = round(_seconds(now, row["oldest_at"]), 3)
         details["kill_switch"] = row["kill_switch"]
+        details["held_intents"] = row["held_intents"]
         yield Alert(
             row["tenant_id"],
             f"due_backlog:{row['channel']}",
@@ -171,7 +172,8 @@ def _urgent(rows: list[Row], now: datetime, config: AlertConfig) -> Iterator[Ale
     for row in rows:
         age = _seconds(now, row["oldest_due_at"])
         severity = config.urgent.severity(age, row["intents"])
-        if severity is None or row["kill_switch"]:  # held on purpose: due_backlog says so
+        # Every one held by a kill switch on purpose: due_backlog says so.
+        if severity is None or row["kill_switch"]:
             continue
         yield Alert(
             row["tenant_id"],

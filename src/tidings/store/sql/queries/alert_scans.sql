@@ -102,42 +102,65 @@ GROUP BY u.tenant_id, u.event_class, u.channel, r.recipients;
 -- the claim index: with a million due, sorting every row for the DISTINCT
 -- aggregates took 5 s (13 s with to_jsonb per row), past the scan's
 -- statement timeout, so a large backlog was the one never reported.
-WITH d AS (
+-- Intents a kill switch holds (its whole scope, as the claim reads it) are
+-- held on purpose: counted apart (`held_intents`), and the alert is about
+-- the rest; `kill_switch` says every due intent of the channel was held.
+WITH g AS (
     SELECT i.tenant_id, i.channel, i.event_class, i.job_id, i.template_name,
            i.template_revision,
            coalesce(i.report_id, i.variables ->> 'report_id',
                     i.variables -> 'report' ->> 'id') AS report_id,
+           i.purpose, coalesce(i.country, '') AS country,
            count(*) AS intents, min(i.next_due_at) AS oldest_due_at,
            min(i.created_at) AS oldest_at
     FROM intents i
     WHERE i.state IN ('pending', 'resend_due') AND i.next_due_at <= %(now)s
-    GROUP BY 1, 2, 3, 4, 5, 6, 7
+    GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
+), h AS (
+    SELECT g.*, EXISTS (
+               SELECT 1 FROM controls c
+               WHERE c.tenant_id = g.tenant_id AND c.kind = 'kill_switch' AND c.enabled
+                 AND c.channel IN ('', g.channel) AND c.country IN ('', g.country)
+                 AND c.purpose IN ('', g.purpose) AND c.event_class IN ('', g.event_class)
+           ) AS held
+    FROM g
+), d AS (
+    SELECT h.*, bool_and(h.held) OVER w AS all_held,
+           coalesce(sum(h.intents) FILTER (WHERE h.held) OVER w, 0) AS held_intents
+    FROM h
+    WINDOW w AS (PARTITION BY h.tenant_id, h.channel)
 ), recipients AS (
     SELECT tenant_id, channel, count(*) AS recipients
     FROM (SELECT i.tenant_id, i.channel, i.recipient_ref FROM intents i
           WHERE i.state IN ('pending', 'resend_due') AND i.next_due_at <= %(now)s
           GROUP BY 1, 2, 3) AS r
     GROUP BY tenant_id, channel
+), rolled AS (
+    SELECT d.tenant_id, d.channel, sum(d.intents)::bigint AS intents, r.recipients,
+           min(d.oldest_due_at) AS oldest_due_at, min(d.oldest_at) AS oldest_at,
+           (array_agg(DISTINCT d.event_class))[1:10] AS event_classes,
+           (array_agg(DISTINCT d.job_id::text) FILTER (WHERE d.job_id IS NOT NULL))[1:10]
+               AS job_ids,
+           (array_agg(DISTINCT d.report_id) FILTER (WHERE d.report_id IS NOT NULL))[1:10]
+               AS report_ids,
+           (array_agg(DISTINCT d.template_name || coalesce(' rev ' || d.template_revision, '')))
+               [1:10] AS templates,
+           bool_and(d.all_held) AS kill_switch, max(d.held_intents)::bigint AS held_intents
+    FROM d JOIN recipients r USING (tenant_id, channel)
+    WHERE NOT d.held OR d.all_held
+    GROUP BY d.tenant_id, d.channel, r.recipients
 )
-SELECT d.tenant_id, d.channel, sum(d.intents)::bigint AS intents, r.recipients,
-       min(d.oldest_due_at) AS oldest_due_at, min(d.oldest_at) AS oldest_at,
+SELECT rolled.*,
        (SELECT o.id FROM intents o
-        WHERE o.channel = d.channel AND o.tenant_id = d.tenant_id
+        WHERE o.channel = rolled.channel AND o.tenant_id = rolled.tenant_id
           AND o.state IN ('pending', 'resend_due') AND o.next_due_at <= %(now)s
-        ORDER BY o.next_due_at, o.id LIMIT 1) AS oldest_id,
-       (array_agg(DISTINCT d.event_class))[1:10] AS event_classes,
-       (array_agg(DISTINCT d.job_id::text) FILTER (WHERE d.job_id IS NOT NULL))[1:10] AS job_ids,
-       (array_agg(DISTINCT d.report_id) FILTER (WHERE d.report_id IS NOT NULL))[1:10]
-           AS report_ids,
-       (array_agg(DISTINCT d.template_name || coalesce(' rev ' || d.template_revision, '')))[1:10]
-           AS templates,
-       EXISTS (
-           SELECT 1 FROM controls c
-           WHERE c.tenant_id = d.tenant_id AND c.kind = 'kill_switch' AND c.enabled
-             AND c.channel IN ('', d.channel)
-       ) AS kill_switch
-FROM d JOIN recipients r USING (tenant_id, channel)
-GROUP BY d.tenant_id, d.channel, r.recipients;
+          AND (rolled.kill_switch OR NOT EXISTS (
+              SELECT 1 FROM controls c
+              WHERE c.tenant_id = o.tenant_id AND c.kind = 'kill_switch' AND c.enabled
+                AND c.channel IN ('', o.channel) AND c.country IN ('', coalesce(o.country, ''))
+                AND c.purpose IN ('', o.purpose) AND c.event_class IN ('', o.event_class)))
+        ORDER BY o.next_due_at, o.id LIMIT 1) AS oldest_id
+FROM rolled;
 
 -- name: alert_impossible_transitions
 -- From the kept audit (transition_audit.sql folds it first): the moves
