@@ -53,6 +53,7 @@ PINNED = {
     "tidings_provider_calls_withheld_total",
     "tidings_reconciliation_lookups_total",
     "tidings_rate_limit_waits_total",
+    "tidings_request_refusals_total",
     "tidings_rate_limit_wait_seconds",
     "tidings_lane_due_intents",
     "tidings_lane_oldest_due_seconds",

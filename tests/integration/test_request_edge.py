@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from tidings import ManualClock, RequestLimited, Tidings
 from tidings.dispatch.retention import purge
+from tidings.observability.process_metrics import PROCESS_REGISTRY
 
 from .api_support import auth, client, count, is_problem, new_key
 from .dispatch_helpers import simulator, worker
@@ -48,6 +49,11 @@ def test_a_pumping_burst_is_stopped_at_the_edge_while_ordinary_resets_go_on(
     tidings: Tidings, db_url: str, clock: ManualClock
 ) -> None:
     http = _api(tidings, "game")
+    refusals = (
+        "tidings_request_refusals_total",
+        {"event_class": "password_reset", "bound": "prefix"},
+    )
+    refused_before = PROCESS_REGISTRY.get_sample_value(*refusals) or 0.0
     answers: Counter[tuple[str, int]] = Counter()
     for n in range(60):
         # The script cycles numbers in two premium ranges; players keep
@@ -72,6 +78,8 @@ def test_a_pumping_burst_is_stopped_at_the_edge_while_ordinary_resets_go_on(
         ("LV", 429): 60 - PER_PREFIX,
         ("player", 201): 30,
     }
+    # The API process counts each refusal where it was stopped.
+    assert PROCESS_REGISTRY.get_sample_value(*refusals) == refused_before + 2 * (60 - PER_PREFIX)
     # Nothing of a refused request was stored, so nothing of it can be sent.
     assert count(db_url, "intents") == 2 * PER_PREFIX + 30
     sim = simulator(clock)

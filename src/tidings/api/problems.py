@@ -34,6 +34,7 @@ from tidings.domain.errors import (
     TidingsError,
 )
 from tidings.domain.redaction import redact_text
+from tidings.observability.process_metrics import record_request_refused
 from tidings.platform.resolver import ResolverBusy, ResolveTimeout
 
 log = logging.getLogger("tidings.api")
@@ -214,6 +215,7 @@ def from_domain_error(exc: TidingsError) -> JSONResponse:
         return problem(429, exc.code, str(exc), headers=retry, field=exc.field)
     if isinstance(exc, RequestLimited):
         # Refused at the edge, nothing created: the bound's window says when.
+        record_request_refused(exc.event_class, exc.scope)
         retry = {"Retry-After": str(exc.retry_after)}
         return problem(429, exc.code, str(exc), headers=retry, scope=exc.scope)
     if isinstance(exc, ResolveTimeout):

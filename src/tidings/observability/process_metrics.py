@@ -72,6 +72,15 @@ _RATE_LIMIT_WAIT_SECONDS = Histogram(
     registry=PROCESS_REGISTRY,
 )
 
+_REQUESTS_REFUSED = Counter(
+    "tidings_request_refusals",
+    "Creates this API process refused at the request edge (429 REQUEST_LIMIT): a "
+    "user-triggered class's bound per destination or number prefix had no room. "
+    "Classes are the policy's `user_triggered` ones, so the label set is the policy's.",
+    ["event_class", "bound"],
+    registry=PROCESS_REGISTRY,
+)
+
 _CLAIMS = Counter(
     "tidings_claims",
     "Claim statements this process ran (one per batch), by channel.",
@@ -157,6 +166,11 @@ def record_claim(channel: str, seconds: float, urgent: int, bulk: int) -> None:
 def record_call_withheld(channel: str, reason: str) -> None:
     """Count one claimed send whose call the pre-call read stopped."""
     _CALLS_WITHHELD.labels(channel, reason).inc()
+
+
+def record_request_refused(event_class: str, bound: str) -> None:
+    """Count one create refused at the request edge (`bound`: destination or prefix)."""
+    _REQUESTS_REFUSED.labels(event_class, bound).inc()
 
 
 def record_rate_limit_wait(scope: str, seconds: float) -> None:
