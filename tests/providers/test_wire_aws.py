@@ -11,13 +11,15 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
 import httpx
 import pytest
 import uvicorn
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ReadTimeoutError
 
 from tidings.domain import feedback
 from tidings.domain.keys import attempt_key
@@ -36,9 +38,8 @@ from tidings.providers.outcomes import (
 )
 from tidings.providers.ses import SesAdapter
 from tidings.providers.settings import build
-from tidings.providers.simulator import SimulatorConfig, SimulatorCore
+from tidings.providers.simulator import SimulatorConfig, SimulatorCore, wire_aws
 from tidings.providers.simulator.app import create_app
-from tidings.providers.simulator.in_process import attach
 from tidings.providers.simulator.receipts import ReceiptDispatcher
 from tidings.providers.simulator.records import Receipt
 from tidings.providers.simulator.wire_aws import AwsAccount, account_of
@@ -54,6 +55,53 @@ TO_EMAIL = "someone@example.com"
 TO_SMS = "+447700900123"
 KEY = attempt_key(uuid.UUID(int=37), 1)
 SERVICES = {"ses": "sesv2", "aws_sms": "pinpoint-sms-voice-v2", "sns": "sns"}
+
+
+# --- botocore's own client, answered in process at its `before-send` event
+
+
+class _Raw:
+    """What botocore's AWSResponse reads a body from."""
+
+    def __init__(self, body: bytes):
+        self._body = body
+
+    def stream(self, **_: Any) -> Any:
+        yield self._body
+
+
+def attach(client: Any, core: SimulatorCore, account: wire_aws.AwsAccount | None = None) -> Any:
+    """Answer `client`'s requests (a boto3 client of sesv2, pinpoint-sms-voice-v2
+    or sns) from `core`: every request is built, signed and parsed by botocore
+    as for AWS, and handed over at botocore's `before-send` event."""
+
+    def handle(*request: Any) -> wire_aws.WireAnswer:
+        return wire_aws.answer(core, account or wire_aws.account_of(core.config), *request)
+
+    return attach_handler(client, handle)
+
+
+def attach_handler(
+    client: Any, handle: Callable[[str, str, Mapping[str, str], bytes], wire_aws.WireAnswer]
+) -> Any:
+    def before_send(request: Any, **_: Any) -> Any:
+        body = request.body or b""
+        if hasattr(body, "read"):
+            body = body.read()
+        if isinstance(body, str):
+            body = body.encode()
+        headers = {
+            k: v.decode() if isinstance(v, bytes) else str(v) for k, v in request.headers.items()
+        }
+        path = request.url.split("://", 1)[-1].partition("/")[2].partition("?")[0]
+        wire = handle(request.method, "/" + path, headers, bytes(body))
+        if wire.stall_s:
+            # Accepted and recorded by the core; the caller never hears back.
+            raise ReadTimeoutError(endpoint_url=request.url)
+        return AWSResponse(request.url, wire.status_code, wire.headers, _Raw(wire.body))
+
+    client.meta.events.register("before-send", before_send)
+    return client
 
 
 class Clock:

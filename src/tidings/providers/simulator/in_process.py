@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote, urlencode
 
@@ -18,7 +18,7 @@ import httpx
 
 from tidings.providers.base import HttpRequest
 from tidings.providers.messages import AttachmentLoader, WebhookRequest
-from tidings.providers.simulator import SimulatorCore, wire_aws
+from tidings.providers.simulator import SimulatorCore
 from tidings.providers.simulator.adapter import SimulatorAdapter
 from tidings.providers.simulator.core import LookupFailed, NotSupported
 from tidings.providers.simulator.receipts import render
@@ -164,53 +164,3 @@ class InProcessSimulatorAdapter(SimulatorAdapter):
             requests.append(WebhookRequest("POST", url, headers, body, dict(receipt.query)))
             self.core.mark(receipt, "delivered")
         return requests
-
-
-# --- in process: botocore's own client, answered without a socket ------------
-
-
-class _Raw:
-    """What botocore's AWSResponse reads a body from."""
-
-    def __init__(self, body: bytes):
-        self._body = body
-
-    def stream(self, **_: Any) -> Any:
-        yield self._body
-
-
-def attach(client: Any, core: SimulatorCore, account: wire_aws.AwsAccount | None = None) -> Any:
-    """Answer `client`'s requests (a boto3 client of sesv2, pinpoint-sms-voice-v2
-    or sns) from `core`: every request is built, signed and parsed by botocore
-    as for AWS, and handed over at botocore's `before-send` event."""
-
-    def handle(*request: Any) -> wire_aws.WireAnswer:
-        return wire_aws.answer(core, account or wire_aws.account_of(core.config), *request)
-
-    return attach_handler(client, handle)
-
-
-def attach_handler(
-    client: Any, handle: Callable[[str, str, Mapping[str, str], bytes], wire_aws.WireAnswer]
-) -> Any:
-    from botocore.awsrequest import AWSResponse
-    from botocore.exceptions import ReadTimeoutError
-
-    def before_send(request: Any, **_: Any) -> Any:
-        body = request.body or b""
-        if hasattr(body, "read"):
-            body = body.read()
-        if isinstance(body, str):
-            body = body.encode()
-        headers = {
-            k: v.decode() if isinstance(v, bytes) else str(v) for k, v in request.headers.items()
-        }
-        path = request.url.split("://", 1)[-1].partition("/")[2].partition("?")[0]
-        wire = handle(request.method, "/" + path, headers, bytes(body))
-        if wire.stall_s:
-            # Accepted and recorded by the core; the caller never hears back.
-            raise ReadTimeoutError(endpoint_url=request.url)
-        return AWSResponse(request.url, wire.status_code, wire.headers, _Raw(wire.body))
-
-    client.meta.events.register("before-send", before_send)
-    return client
