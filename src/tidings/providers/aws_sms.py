@@ -91,6 +91,23 @@ class AwsSmsAdapter(AwsAdapter):
         "cannot_parse": RejectCode.INVALID_DESTINATION,
         "invalid_identity_for_destination_country": RejectCode.SENDER_REJECTED,
         "no_origination_identities_found": RejectCode.SENDER_REJECTED,
+        "sender_id_not_registered": RejectCode.SENDER_REJECTED,
+        "sender_id_not_supported": RejectCode.SENDER_REJECTED,
+        "sender_id_requires_registration": RejectCode.SENDER_REJECTED,
+        # ValidationExceptionReason values about our request or the account's
+        # settings: without them a bad field read as UNKNOWN and raised no
+        # `provider_refused` alert (#37).
+        "invalid_parameter": RejectCode.REQUEST_INVALID,
+        "missing_parameter": RejectCode.REQUEST_INVALID,
+        "field_validation_failed": RejectCode.REQUEST_INVALID,
+        "invalid_request": RejectCode.REQUEST_INVALID,
+        "parameters_cannot_be_used_together": RejectCode.REQUEST_INVALID,
+        "maximum_size_exceeded": RejectCode.REQUEST_INVALID,
+        "unspecified_parameter_not_supported": RejectCode.REQUEST_INVALID,
+        "country_not_enabled": RejectCode.ACCOUNT_RESTRICTED,
+        "channel_not_enabled": RejectCode.ACCOUNT_RESTRICTED,
+        "international_sending_not_supported": RejectCode.ACCOUNT_RESTRICTED,
+        "price_over_threshold": RejectCode.ACCOUNT_RESTRICTED,
     }
 
     def __init__(

@@ -79,7 +79,7 @@ def _keys(
     return tuple(Setting(n, n in required, n in secret) for n in names)
 
 
-_SNS_EVENTS = ("sns_topic_arns", "sns_max_age_seconds")
+_SNS_EVENTS = ("sns_topic_arns", "sns_max_age_seconds", "sns_trusted_cert_urls")
 
 PROVIDERS: Final[Mapping[str, Provider]] = {
     p.name: p

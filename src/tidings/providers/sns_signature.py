@@ -18,6 +18,12 @@ account can make SNS post to our URL: the topics we subscribed are pinned
 A certificate that cannot be fetched is ProviderUnavailable, not a bad
 signature, so the webhook answers 5xx and SNS retries.
 
+The simulator (simulator/wire_aws_events.py) signs with a self-signed
+certificate it serves itself: a verifier trusts such a URL only when it is
+named, exactly, in ``trusted_cert_urls`` (setting ``sns_trusted_cert_urls``),
+which is for the simulator and tests alone and empty by default. Every other
+check (topic, age, signature, the certificate's name and validity) still runs.
+
 Certificates are cached per URL: SNS reuses them for months, and a webhook
 burst must not become a burst of certificate downloads.
 """
@@ -132,8 +138,10 @@ class SnsVerifier:
         topic_arns: Iterable[str] = (),
         clock: Callable[[], float] = time.time,
         max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS,
+        trusted_cert_urls: Iterable[str] = (),
     ):
         self._fetch = cert_fetcher or fetch_certificate
+        self._trusted_urls = frozenset(trusted_cert_urls)
         self._topics = frozenset(topic_arns)
         self._clock = clock
         self._max_age = max_age_seconds
@@ -194,7 +202,7 @@ class SnsVerifier:
             raise InvalidSignature("SNS message Timestamp is in the future")
 
     def _public_key(self, url: str) -> rsa.RSAPublicKey:
-        if not is_sns_cert_url(url):
+        if not (is_sns_cert_url(url) or url in self._trusted_urls):
             raise InvalidSignature("SNS SigningCertURL is not an https amazonaws.com SNS URL")
         cert = self._certificate(url)
         self._check_certificate(cert)
@@ -232,12 +240,14 @@ class SnsVerifier:
 
 def sns_verifier_from(settings: Mapping[str, Any], provider: str) -> SnsVerifier:
     """The verifier of `provider`'s settings: `sns_topic_arns` (comma-separated;
-    none, and its webhooks are refused) and `sns_max_age_seconds`."""
+    none, and its webhooks are refused), `sns_max_age_seconds`, and
+    `sns_trusted_cert_urls` (the simulator's certificate URL; tests only)."""
     return SnsVerifier(
         topic_arns=cfg.words(settings, "sns_topic_arns"),
         max_age_seconds=cfg.number(
             settings, "sns_max_age_seconds", DEFAULT_MAX_AGE_SECONDS, provider
         ),
+        trusted_cert_urls=cfg.words(settings, "sns_trusted_cert_urls"),
     )
 
 

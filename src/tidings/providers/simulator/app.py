@@ -6,7 +6,9 @@ send (`POST /sms/send`, `POST /email/send`), lookups (`GET /messages/{id}`,
 and `?reference=`, each only where the profile's provider offers it: 501
 `NOT_SUPPORTED` otherwise), providers' own wires (Twilio's Messages API,
 Postmark's `/email` and `/messages/outbound`, SendGrid's `/v3/mail/send`,
-Vonage's `/sms/json`), and test controls under `/_`: `_ledger`,
+Vonage's `/sms/json`, AWS's SES v2 `/v2/email/outbound-emails`, End User
+Messaging SMS and SNS at `POST /`, and the SNS signing certificate at
+`/_aws/...pem`), and test controls under `/_`: `_ledger`,
 `_reset`, `_config`, `_profiles`, `_advance`, `_receipts`.
 """
 
@@ -25,7 +27,14 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field, ValidationError
 
 from tidings.platform.signal_wait import sigterm_interrupts
-from tidings.providers.simulator import wire_postmark, wire_sendgrid, wire_twilio, wire_vonage
+from tidings.providers.simulator import (
+    wire_aws,
+    wire_aws_events,
+    wire_postmark,
+    wire_sendgrid,
+    wire_twilio,
+    wire_vonage,
+)
 from tidings.providers.simulator.config import SimulatorConfig
 from tidings.providers.simulator.core import LookupFailed, NotSupported, SimulatorCore
 from tidings.providers.simulator.receipts import ReceiptDispatcher
@@ -72,8 +81,8 @@ def create_app(core: SimulatorCore | None = None, *, deliver_receipts: bool = Tr
 
 def _wire_routes(app: FastAPI, core: SimulatorCore) -> None:
     """Providers' own wires: Twilio's (wire_twilio.py), Postmark's
-    (wire_postmark.py), SendGrid's (wire_sendgrid.py) and Vonage's
-    (wire_vonage.py), for the real adapters."""
+    (wire_postmark.py), SendGrid's (wire_sendgrid.py), Vonage's
+    (wire_vonage.py) and AWS's (wire_aws.py), for the real adapters."""
 
     @app.api_route("/2010-04-01/Accounts/{rest:path}", methods=["GET", "POST"])
     async def twilio(request: Request) -> JSONResponse:
@@ -136,6 +145,25 @@ def _wire_routes(app: FastAPI, core: SimulatorCore) -> None:
         reply = wire_vonage.answer(core, wire_vonage.account_of(core.config), params)
         await asyncio.sleep(reply.latency_s + reply.stall_s)
         return JSONResponse(reply.body, reply.status_code, headers=reply.headers)
+
+    @app.post(wire_aws.SES_PATH)
+    @app.post("/")
+    async def aws(request: Request) -> Response:
+        wire = wire_aws.answer(
+            core,
+            wire_aws.account_of(core.config),
+            request.method,
+            request.url.path,
+            dict(request.headers),
+            await request.body(),
+        )
+        await asyncio.sleep(wire.latency_s + wire.stall_s)
+        return Response(wire.body, wire.status_code, headers=wire.headers)
+
+    @app.get(wire_aws_events.CERT_PATH)
+    async def aws_certificate() -> Response:
+        pem = wire_aws_events.certificate_pem()
+        return Response(pem, 200, media_type="application/x-x509-ca-cert")
 
 
 def _send_routes(app: FastAPI, core: SimulatorCore) -> None:
@@ -235,6 +263,7 @@ def _control_routes(app: FastAPI, core: SimulatorCore) -> None:
 
 
 def serve(host: str, port: int, *, log_level: str = "warning", **config: Any) -> None:
+    config.setdefault("public_url", f"http://{host}:{port}")
     core = SimulatorCore(SimulatorConfig(**config))
     # A short graceful shutdown: stalled "timeout" answers must not hold up
     # exit. A SIGTERM stop exits 0, as `tidings serve`'s does.

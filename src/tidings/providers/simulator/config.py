@@ -40,12 +40,16 @@ class SimulatorConfig(BaseModel):
     # Which real provider to play (profiles.py): `NAME`, or `sms=NAME,email=NAME`.
     profile: str = "ideal"
     # Speak each profile's provider's own wire where the simulator has it
-    # (wire_twilio.py, wire_postmark.py, wire_sendgrid.py, wire_vonage.py):
+    # (wire_twilio.py, wire_postmark.py, wire_sendgrid.py, wire_vonage.py,
+    # wire_aws.py):
     # its receipts are then that provider's, authenticated its way with
     # `webhook_secret` as the provider's key (Twilio's Auth Token,
     # Postmark's webhook password, the seed of SendGrid's signing key,
-    # Vonage's signature secret).
+    # Vonage's signature secret, AWS's secret access key).
     wire: bool = False
+    # The simulator's base URL as receivers reach it: SNS envelopes name
+    # its signing certificate there (wire_aws_events.py). `serve` sets it.
+    public_url: str = "http://127.0.0.1:8099"
     # How long after acceptance a message shows in a list or reference
     # search; None: the profile's own (real searches are eventually consistent).
     search_visible_after_ms: float | None = Field(default=None, ge=0)

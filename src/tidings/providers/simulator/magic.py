@@ -35,7 +35,7 @@ E-mail, by the local part before any "+tag" (so "bounce+42@x.test" works):
                bounce, which suppress nobody)
     complaint  accepted, delivered, then marked as spam / COMPLAINT, where the
                profile's provider reports it (Postmark's SpamComplaint,
-               SendGrid's spamreport); elsewhere simply delivered
+               SendGrid's spamreport, SES's Complaint); elsewhere simply delivered
 
 Anything else is subject to the configured rates. An SMS `to` that is not
 6-15 digits (optional "+") or an e-mail without "@" is INVALID_DESTINATION.

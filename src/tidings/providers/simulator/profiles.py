@@ -179,6 +179,7 @@ PROFILES: dict[str, Profile] = {
             vocabulary={
                 ("queued", None): ("Send", None),
                 ("delivered", None): ("Delivery", None),
+                ("delivered", "COMPLAINT"): ("Complaint", "Complaint"),
                 ("undelivered", "BOUNCED"): ("Bounce", "Transient"),
                 ("undelivered", None): ("Bounce", "Undetermined"),
                 ("failed", "CONTENT_REJECTED"): ("Reject", "Reject"),

@@ -10,8 +10,9 @@ HMAC-SHA256(secret, f"{t}.{body}") over the raw body bytes, or, when the
 receipt's URL carries a query of ours (the Twilio profile's callback
 reference), HMAC-SHA256(secret, f"{t}.{query}.{body}"): like Twilio's, the
 signature then covers what the URL says. With `wire` on, the `twilio`,
-`postmark`, `sendgrid` and `vonage` profiles' receipts are those providers'
-own (wire_twilio.py, wire_postmark.py, wire_sendgrid.py, wire_vonage.py).
+`postmark`, `sendgrid`, `vonage`, `ses` and `aws_sms` profiles' receipts are
+those providers' own (wire_twilio.py, wire_postmark.py, wire_sendgrid.py,
+wire_vonage.py, and SNS envelopes from wire_aws_events.py).
 `t` is wall-clock time of signing,
 never the simulated clock, so `advance()` cannot make a receipt look stale
 to the receiver.
@@ -31,7 +32,14 @@ from urllib.parse import urlencode
 
 import httpx
 
-from tidings.providers.simulator import wire_postmark, wire_sendgrid, wire_twilio, wire_vonage
+from tidings.providers.simulator import (
+    wire_aws,
+    wire_aws_events,
+    wire_postmark,
+    wire_sendgrid,
+    wire_twilio,
+    wire_vonage,
+)
 from tidings.providers.simulator.core import SimulatorCore
 from tidings.providers.simulator.records import Receipt
 
@@ -150,6 +158,11 @@ class ReceiptDispatcher:
         elif config.wire and receipt.profile == "vonage":
             vonage = wire_vonage.account_of(config)
             headers, body = wire_vonage.delivery_receipt(receipt, vonage, stamp)
+        elif config.wire and receipt.profile in ("ses", "aws_sms"):
+            # Through SNS: a signed notification envelope (wire_aws_events.py).
+            aws = wire_aws.account_of(config)
+            now = self._wall_clock()
+            headers, body = wire_aws_events.notification(receipt, aws, config, now)
         else:
             headers, body = render(
                 receipt.event, config.webhook_secret, stamp, query, receipt.profile
