@@ -14,7 +14,7 @@ from bench.model import ScenarioResult
 
 ORDER = (
     "baselines", "dispatch", "http", "creation", "latency", "reconcile", "scale", "purge", "lanes",
-    "reads",
+    "reads", "scale_run",
 )  # fmt: skip
 _MODULES = {
     "baselines": "bench.baselines",
@@ -27,6 +27,7 @@ _MODULES = {
     "purge": "bench.scenarios.purge",
     "lanes": "bench.scenarios.lanes",
     "reads": "bench.scenarios.reads",
+    "scale_run": "bench.scenarios.scale_run",
 }
 
 
