@@ -21,7 +21,7 @@ from tidings.dispatch.retention import purge
 from tidings.domain.evidence_months import TABLES, Month
 from tidings.policies import builtin_document
 from tidings.providers.outcomes import Observation, ObservedStatus
-from tidings.store import evidence_partitions
+from tidings.store import evidence_partitions, job_counts
 
 from ..conftest import publish_example_policy
 from .dispatch_helpers import offer, publish_offer_template, simulator, worker
@@ -367,3 +367,47 @@ def test_a_late_receipt_for_a_dropped_month_goes_at_its_own_clock(
     clock.set(received + timedelta(days=90) + HOUR)
     assert purge(tidings.db, clock.now())["observations"] == 1
     assert count(db_url, "observations", intent.id) == 0
+
+
+def test_moving_a_months_kept_rows_apart_counts_nothing_twice(
+    tidings: Tidings, clock: ManualClock, db_url: str
+) -> None:
+    # A month that goes whole moves the rows still needed to the default
+    # partitions by inserting them again: the count triggers must not see
+    # those inserts as new attempts, receipts or bytes.
+    publish_offer_template(tidings)
+    tidings.publish_template("waitlist_offer", channel="email", subject="Offer", body="Offer")
+    job_id = tidings.create_job(
+        idempotency_key="moved",
+        event_class="waitlist_offer",
+        purpose="transactional",
+        template="waitlist_offer",
+        channels=["email"],
+        audience=[{"ref": f"m-{i}", "email": f"m{i}@example.com"} for i in range(3)],
+        variables={"class_name": "Spin", "deadline": "18:00"},
+    )["id"]
+    tidings.prepare_jobs()
+    w = worker(tidings, simulator(clock))
+    w.dispatch_once()
+    clock.advance(10)
+    w.reconcile_once()
+
+    def kept() -> list[Any]:
+        with tidings.db.transaction() as conn:
+            return sorted(
+                (tuple(r.values()) for r in job_counts.of_job(conn, tidings.tenant, job_id)),
+                key=repr,
+            )
+
+    before = kept()
+    assert any(r[4] for r in before), before  # attempts were counted
+    month = Month.of(clock.now())
+    with psycopg.connect(db_url) as conn:
+        ids = [r[0] for r in conn.execute("SELECT id FROM intents WHERE job_id = %s", (job_id,))]
+        for table in ("attempts", "transitions", "observations"):
+            moved = conn.execute(
+                "SELECT evidence_month_drop(%s, %s, %s)", (table, month.starts_at.date(), ids)
+            ).fetchone()
+            assert moved is not None and moved[0] > 0, table
+    assert partitions(db_url, ids[0])["attempts"] == {"attempts_default"}
+    assert [r[:-1] for r in kept()] == [r[:-1] for r in before]
