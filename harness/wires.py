@@ -15,7 +15,10 @@ sides.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from tidings.providers.simulator import SimulatorConfig
+from tidings.providers.simulator.profiles import by_channel
 from tidings.providers.simulator.wire_postmark import server_of
 from tidings.providers.simulator.wire_sendgrid import public_key_of
 from tidings.providers.simulator.wire_twilio import account_of as twilio_account
@@ -82,3 +85,45 @@ def adapter_env(profile: str, sim_url: str, secret: str, hook: str) -> dict[str,
             "TIDINGS_VONAGE_BASE_URL": sim_url,
         }
     return env
+
+
+def channels_env(spec: str, sim_url: str, secret: str, hook: str) -> dict[str, str]:
+    """The environment of a worker or API for a simulator playing `spec`
+    (`twilio`, or `sms=NAME,email=NAME`): each channel whose profile has a
+    wire on its provider's real adapter, any other on the simulator adapter
+    (the registered `simulator` provider, playing `spec`). One webhook
+    secret for all."""
+    env: dict[str, str] = {
+        "TIDINGS_SIMULATOR_URL": "",
+        "TIDINGS_SIMULATOR_BASE_URL": sim_url,
+        "TIDINGS_SIMULATOR_PROFILE": spec,
+        "TIDINGS_SIMULATOR_WEBHOOK_SECRET": secret,
+    }
+    for channel, played in by_channel(spec).items():
+        if is_wired(played.name):
+            env |= adapter_env(played.name, sim_url, secret, hook)
+        else:
+            env[f"TIDINGS_{channel.upper()}_PROVIDER"] = "simulator"
+    return env
+
+
+def wired_in(spec: str) -> set[str]:
+    """The providers whose own wire a simulator playing `spec` speaks."""
+    return {p.name for p in by_channel(spec).values() if is_wired(p.name)}
+
+
+def receiver_of(headers: Mapping[str, str]) -> str:
+    """The webhook route (`/v1/webhooks/<name>`) of a receipt the simulator
+    posted, from how it is signed: the simulator's own header, Twilio's
+    signature, SendGrid's signed event webhook, Postmark's Basic
+    credentials; Vonage signs inside its body."""
+    names = {k.lower() for k in headers}
+    if "x-simulator-signature" in names:
+        return "simulator"
+    if "x-twilio-signature" in names:
+        return "twilio"
+    if "x-twilio-email-event-webhook-signature" in names:
+        return "sendgrid"
+    if "authorization" in names:
+        return "postmark"
+    return "vonage"
