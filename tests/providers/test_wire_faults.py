@@ -1,7 +1,8 @@
 """The faults #37 names, through each real adapter over its provider's wire:
 a 5xx after the provider took the message, and its receipts arriving with
 no answer ever read. The answer must never invite a resend (none of these
-providers deduplicates a repeat: a resend is a second message), and the
+providers honours an idempotency key, `honours_idempotency` in the
+simulator's profiles.py: a resend is a second message), and the
 receipts must name our attempt, so reconciliation ties the message to it.
 """
 
