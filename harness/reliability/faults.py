@@ -67,6 +67,8 @@ BASELINE = {
     "rate_429": 0.02,
     "rate_5xx": 0.02,
     "rate_timeout": 0.0,
+    # Taken, then answered 500 (#37): only a lookup or a receipt tells.
+    "rate_5xx_after_accept": 0.01,
     "rate_lookup_5xx": 0.0,
     # Past the adapter's 10 s client timeout: the caller sees an ambiguous outcome.
     "timeout_stall_ms": 11_000,
@@ -87,10 +89,17 @@ STORM = {
     "rate_429": 0.3,
     "rate_5xx": 0.15,
     "rate_timeout": 0.01,
+    "rate_5xx_after_accept": 0.03,
     "loss_rate": 0.3,
     "rate_lookup_5xx": 0.3,
 }
-CALM = {"rate_429": 0.0, "rate_5xx": 0.0, "rate_timeout": 0.0, "rate_lookup_5xx": 0.0}
+CALM = {
+    "rate_429": 0.0,
+    "rate_5xx": 0.0,
+    "rate_timeout": 0.0,
+    "rate_5xx_after_accept": 0.0,
+    "rate_lookup_5xx": 0.0,
+}
 
 
 @dataclass

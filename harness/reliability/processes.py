@@ -17,9 +17,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 import httpx
 
+from harness.wires import channels_env
 from tidings.cli.devstack import free_port
 
 START_TIMEOUT_S = 60.0
@@ -116,6 +118,12 @@ class Fleet:
     concurrency: int = 4
     simulator_seed: int = 0
     profile: str = "ideal"  # the provider the simulator plays (profiles.py)
+    # Each channel's provider's real adapter over the simulator's wire of
+    # that provider, where it has one (harness/wires.py); the simulator's
+    # own protocol for the others.
+    wire: bool = False
+    # Where the simulator posts receipts (the relay): Twilio signs this URL.
+    webhook_url: str = ""
     # Where API and workers reach the database when not directly: PgBouncer
     # in transaction pooling mode; workers then listen on db_url.
     pooled_url: str | None = None
@@ -163,6 +171,8 @@ class Fleet:
             PYTHONUNBUFFERED="1",
             COLUMNS="200",
         )
+        if self.wire:
+            env.update(self._wire_env())
         if self.pooled_url is not None:
             env.update(
                 DATABASE_URL=self.pooled_url,
@@ -171,8 +181,20 @@ class Fleet:
             )
         return env
 
+    def _wire_env(self) -> dict[str, str]:
+        """Each channel whose profile has a wire on its provider's real
+        adapter, the other on the simulator adapter (harness/wires.py), and
+        the relay's address as the API's public one, since Twilio signs the
+        URL it posts to."""
+        relay = urlsplit(self.webhook_url)
+        return {
+            **channels_env(self.profile, self.sim_url, self.secret, self.webhook_url),
+            "TIDINGS_PUBLIC_BASE_URL": f"{relay.scheme}://{relay.netloc}",
+        }
+
     def start(self, webhook_url: str) -> Fleet:
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.webhook_url = webhook_url
         self.simulator = self._proc(
             "simulator",
             "simulator",
@@ -186,6 +208,8 @@ class Fleet:
             self.profile,
         ).start()
         _wait_healthy(f"{self.sim_url}/healthz", self.simulator)
+        if self.wire and call("PUT", f"{self.sim_url}/_config", json={"wire": True}) is None:
+            raise RuntimeError("the simulator refused to speak its provider's wire")
         self.api = self._proc(
             "api", "serve", "--port", str(self.api_port), "--metrics-port", str(self.metrics_port)
         ).start()

@@ -32,6 +32,7 @@ import psycopg
 
 from harness.failover.watch import resumed, watching
 from harness.pgbouncer import pgbouncer, through
+from harness.wires import wired_in
 from tidings import Tidings
 
 from . import database, faults, invariants, probes, snapshot
@@ -53,6 +54,9 @@ class RunConfig:
     # key, which no real provider can, so guarantees are checked under the
     # real ones (providers/simulator/profiles.py).
     profile: str = "twilio"
+    # Each channel's provider's real adapter over the simulator's wire of
+    # that provider (harness/wires.py); None: wherever it has one.
+    wire: bool | None = None
     server_url: str | None = None  # None: a private embedded PostgreSQL
     flood_size: int = 400
     job_size: int = 60
@@ -113,6 +117,7 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
     home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tidings-rel-")))
     log_dir = config.log_dir or config.report_dir / f"logs-{tag}"
     secret = secrets.token_hex(24)
+    wired = bool(wired_in(config.profile)) if config.wire is None else config.wire
     pooled_url = None
     if config.pgbouncer:
         pooled_url = through(db_url, stack.enter_context(pgbouncer(server.url)))
@@ -127,8 +132,9 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
         simulator_seed=config.seed,
         profile=config.profile,
         pooled_url=pooled_url,
+        wire=wired,
     )
-    relay = WebhookRelay(fleet.api_url).start()
+    relay = WebhookRelay(fleet.api_url, _route(config.profile, wired)).start()
     stack.callback(relay.close)
     stack.callback(fleet.stop)
     fleet.start(relay.url)
@@ -393,3 +399,13 @@ def _wait_settled(db_url: str, timeout: float) -> float | None:
     return _wait_until(
         db_url, lambda b: b["sending"] == 0 and b["overdue"] == 0 and b["lost_leases"] == 0, timeout
     )
+
+
+def _route(spec: str, wired: bool) -> str:
+    """Where the simulator posts receipts: Twilio's route where Twilio's wire
+    is spoken (it signs the URL it posts to, and the relay forwards each
+    receipt to its signer's route), the simulator's without wires."""
+    providers = wired_in(spec) if wired else set()
+    if not providers:
+        return "simulator"
+    return "twilio" if "twilio" in providers else sorted(providers)[0]

@@ -18,6 +18,8 @@ import psycopg
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg.rows import dict_row
 
+from tidings.providers.correlation import expand
+
 from .invariants import Row, Snapshot
 from .processes import call
 
@@ -35,7 +37,7 @@ def take(
     # Receipts first: one the API acknowledged before the rows are read must be
     # in them (a straggler acknowledged later would look lost).
     receipts = _get(f"{sim_url}/_receipts")
-    ledger_before = _get(f"{sim_url}/_ledger")
+    ledger_before = _ours(_get(f"{sim_url}/_ledger"))
     with psycopg.connect(db_url, row_factory=dict_row) as conn:
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         now = datetime.now(UTC)
@@ -57,10 +59,10 @@ def take(
         observations = _rows(
             conn,
             "SELECT tenant_id, dedupe_key, source, intent_id, effect, provider_message_id,"
-            " received_at, raw FROM observations"
+            " raw_status, received_at, raw FROM observations"
             # Receipts that never matched an attempt are kept apart (0026).
             " UNION ALL SELECT tenant_id, dedupe_key, source, NULL, effect,"
-            " provider_message_id, received_at, raw FROM unmatched_observations",
+            " provider_message_id, raw_status, received_at, raw FROM unmatched_observations",
         )
         conn.rollback()
     return Snapshot(
@@ -70,11 +72,12 @@ def take(
         transitions=transitions,
         observations=observations,
         ledger_before=ledger_before,
-        ledger_after=_get(f"{sim_url}/_ledger"),
+        ledger_after=_ours(_get(f"{sim_url}/_ledger")),
         receipts=receipts,
         job_counts={j: _job_counts(db_url, api_url, api_key, j) for j in jobs},
         metric_counts=_metric_counts(db_url, metrics_url),
         profiles=_get(f"{sim_url}/_profiles"),
+        wire=_wire(sim_url),
     )
 
 
@@ -134,3 +137,19 @@ def _get(url: str) -> list[Row]:
     if answer is None or answer.status_code != 200:
         raise RuntimeError(f"{url} did not answer")
     return list(answer.json())
+
+
+def _wire(sim_url: str) -> bool:
+    """Whether the simulator spoke its providers' own wires."""
+    answer = call("GET", f"{sim_url}/_config", timeout=60.0)
+    return answer is not None and answer.status_code == 200 and bool(answer.json().get("wire"))
+
+
+def _ours(ledger: list[Row]) -> list[Row]:
+    """The ledger with our attempt keys as we wrote them: a provider's own
+    wire carries them its way (Vonage's 40-character client-ref compacts
+    them, providers/correlation.py)."""
+    return [
+        {**e, "idempotency_key": expand(e["idempotency_key"]) or e["idempotency_key"]}
+        for e in ledger
+    ]

@@ -1,7 +1,9 @@
 """A recording relay between the simulator's signed webhooks and the API.
 
 The simulator posts its receipts here; the relay forwards each one, byte
-for byte, to the API's `/v1/webhooks/simulator` and answers with the API's
+for byte, to the API's `/v1/webhooks/simulator` (or, where the simulator
+speaks a provider's own wire, that provider's route, `/v1/webhooks/twilio`:
+its receipts carry no simulator signature) and answers with the API's
 status, so the simulator's own retry logic still sees the truth. Every
 capture is kept (bounded), so the fault injector can POST the very same
 signed bytes again: a provider's at-least-once redelivery, or an attacker's
@@ -21,11 +23,24 @@ from typing import Any
 
 import httpx
 
+from harness.wires import receiver_of
+
 # Only the headers the receiver reads: the signature, the body's type and the
 # profile that speaks (without it every receipt read as the ideal profile's,
 # and a real profile's references and vocabulary went untested); hop-by-hop
 # ones stay here.
-FORWARDED = ("content-type", "x-simulator-signature", "x-simulator-profile")
+FORWARDED = (
+    "content-type",
+    "x-simulator-signature",
+    "x-simulator-profile",
+    # The providers' own authentication, where the simulator speaks their
+    # wire: Twilio's signature, Postmark's Basic credentials, SendGrid's
+    # signed event webhook (Vonage signs inside the body).
+    "x-twilio-signature",
+    "authorization",
+    "x-twilio-email-event-webhook-signature",
+    "x-twilio-email-event-webhook-timestamp",
+)
 MAX_CAPTURES = 20_000
 # The API refuses signatures older than this (the adapter's tolerance).
 SIGNATURE_TOLERANCE_S = 300.0
@@ -41,8 +56,12 @@ class Capture:
 
 
 class WebhookRelay:
-    def __init__(self, api_url: str) -> None:
+    def __init__(self, api_url: str, route: str = "simulator") -> None:
+        """`route`: the path the simulator posts to, `/v1/webhooks/<route>`
+        (Twilio signs it, so Twilio's where its wire is spoken); each
+        receipt is forwarded to the route of whoever signed it."""
         self.api_url = api_url
+        self.route = route
         self.captures: deque[Capture] = deque(maxlen=MAX_CAPTURES)
         self.forwarded: Counter[int] = Counter()  # API status -> count
         self.replayed: Counter[int] = Counter()
@@ -56,7 +75,7 @@ class WebhookRelay:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1/webhooks/simulator"
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1/webhooks/{self.route}"
 
     def start(self) -> WebhookRelay:
         self._thread.start()
@@ -114,7 +133,11 @@ class WebhookRelay:
                 length = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(length)
                 headers = {k: v for k, v in self.headers.items() if k.lower() in FORWARDED}
-                status = relay.forward(self.path, headers, body)
+                # To the route of whoever signed it: a provider's own wire,
+                # or the simulator's protocol.
+                _, _, query = self.path.partition("?")
+                path = f"/v1/webhooks/{receiver_of(headers)}" + (f"?{query}" if query else "")
+                status = relay.forward(path, headers, body)
                 self.send_response(status)
                 self.send_header("content-length", "0")
                 self.end_headers()

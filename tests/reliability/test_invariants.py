@@ -171,6 +171,29 @@ def test_a_lost_or_doubled_observation_is_caught() -> None:
     assert len(broken(s)["no_observation_lost"]) == 2
 
 
+def test_a_receipt_over_a_providers_wire_is_found_by_its_message_and_status() -> None:
+    """Over Twilio's own wire the adapter keys an observation its way (no
+    event id): the message and its status word find it; nothing else does."""
+    s = delivered_once()
+    s.wire = True
+    s.observations.append(
+        {
+            "dedupe_key": "twilio:abc",
+            "source": "webhook",
+            "provider_message_id": "SM1",
+            "raw_status": "sent",
+        }
+    )
+    here = {"event_id": "E2", "message_id": "SM1", "status": "sent", "state": "delivered"}
+    s.receipts.append({**here, "profile": "twilio"})
+    assert "no_observation_lost" not in broken(s)
+    s.receipts.append({**here, "event_id": "E3", "status": "delivered", "profile": "twilio"})
+    s.receipts.append({**here, "event_id": "E4", "profile": "ses"})  # not on a wire
+    assert len(broken(s)["no_observation_lost"]) == 2
+    s.wire = False
+    assert len(broken(s)["no_observation_lost"]) == 3
+
+
 def test_a_lost_receipt_the_api_never_acknowledged_is_no_violation() -> None:
     s = delivered_once()
     s.receipts.append({"event_id": "E3", "status": "sent", "state": "lost"})

@@ -26,6 +26,9 @@ class SimulatorConfig(BaseModel):
     # longer than any sane client timeout, so the client sees an ambiguous outcome.
     rate_timeout: Rate = 0.0
     timeout_stall_ms: float = Field(default=30_000.0, ge=0)
+    # Accept and record the message, then answer 500 as if it had not been
+    # (#37: "a 5xx after acceptance"): a resend on that answer is a duplicate.
+    rate_5xx_after_accept: Rate = 0.0
     retry_after_seconds: int = Field(default=1, ge=0)
     # Lookups and searches that answer 500: a provider outage hits them too.
     rate_lookup_5xx: Rate = 0.0
@@ -56,9 +59,12 @@ class SimulatorConfig(BaseModel):
 
     @model_validator(mode="after")
     def _fault_rates_fit(self) -> SimulatorConfig:
-        # One uniform draw is split between the three faults, so they must fit in 1.
-        if self.rate_429 + self.rate_5xx + self.rate_timeout > 1.0:
-            raise ValueError("rate_429 + rate_5xx + rate_timeout must not exceed 1")
+        # One uniform draw is split between the four faults, so they must fit in 1.
+        faults = self.rate_429 + self.rate_5xx + self.rate_timeout + self.rate_5xx_after_accept
+        if faults > 1.0:
+            raise ValueError(
+                "rate_429 + rate_5xx + rate_timeout + rate_5xx_after_accept must not exceed 1"
+            )
         by_channel(self.profile)  # raises ValueError naming the known profiles
         return self
 

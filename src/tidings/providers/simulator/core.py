@@ -38,7 +38,8 @@ _MAGIC_OUTCOMES = {
     "error_5xx": "error_5xx",
     "timeout": "timeout_after_accept",
 }
-_ACCEPTED_OUTCOMES = ("accepted", "timeout_after_accept")
+# The message is taken in each; the answer says so only for "accepted".
+_ACCEPTED_OUTCOMES = ("accepted", "timeout_after_accept", "error_5xx_after_accept")
 _SOFT_FAILURE_CODES = {"sms": "UNREACHABLE", "email": "BOUNCED"}
 
 
@@ -150,6 +151,7 @@ class SimulatorCore:
             ("rate_limited", c.rate_429),
             ("error_5xx", c.rate_5xx),
             ("timeout_after_accept", c.rate_timeout),
+            ("error_5xx_after_accept", c.rate_5xx_after_accept),
         ):
             if draw < rate:
                 return outcome
@@ -201,6 +203,10 @@ class SimulatorCore:
     def _reply(self, outcome: str, message: Message | None, magic: Magic | None) -> Reply:
         c = self._config
         latency = c.latency_ms / 1000
+        if message is not None and outcome == "error_5xx_after_accept":
+            # Taken, then a server error on the way out: the answer denies
+            # what happened, and only a lookup or a receipt tells.
+            return Reply(500, {"code": "PROVIDER_ERROR"}, latency_s=latency)
         if message is not None:
             stall = c.timeout_stall_ms / 1000 if outcome == "timeout_after_accept" else 0.0
             accepted = {"message_id": message.message_id, "status": "queued"}

@@ -78,4 +78,5 @@ class Receipt:
             "duplicate": self.duplicate,
             "state": self.state,
             "attempts": self.attempts,
+            "profile": self.profile,
         }

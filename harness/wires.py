@@ -1,0 +1,129 @@
+"""The real adapters over the simulator's own wires of their providers.
+
+Where the simulator speaks a profile's provider's protocol
+(providers/simulator/wire_*.py), a worker and an API are configured as for
+that provider (`TIDINGS_SMS_PROVIDER=twilio`, `TIDINGS_TWILIO_*`...) with
+the simulator as its base URL: the real adapter builds each request, reads
+each answer and checks each receipt's signature, unchanged. The simulator is
+told `wire: true` and posts its receipts, signed its provider's way, to
+that provider's webhook route (`/v1/webhooks/<provider>`).
+
+The simulator's webhook secret is every credential of the simulated
+account (wire_*.py `account_of`/`server_of`), so one secret configures both
+sides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tidings.providers.simulator import SimulatorConfig
+from tidings.providers.simulator.profiles import by_channel
+from tidings.providers.simulator.wire_postmark import server_of
+from tidings.providers.simulator.wire_sendgrid import public_key_of
+from tidings.providers.simulator.wire_twilio import account_of as twilio_account
+from tidings.providers.simulator.wire_vonage import account_of as vonage_account
+
+# The profiles whose provider's own wire the simulator speaks, and the
+# channel each provider's adapter sends.
+WIRED = {"twilio": "sms", "postmark": "email", "sendgrid": "email", "vonage": "sms"}
+SMS_SENDER = "+15559990000"
+EMAIL_SENDER = "tidings@example.com"
+
+
+def is_wired(profile: str) -> bool:
+    return profile in WIRED
+
+
+def webhook_url(api_base: str, profile: str) -> str:
+    """Where the simulator posts receipts: the provider's own webhook route
+    where it speaks the provider's wire, the simulator's otherwise."""
+    route = profile if is_wired(profile) else "simulator"
+    return f"{api_base.rstrip('/')}/v1/webhooks/{route}"
+
+
+def adapter_env(profile: str, sim_url: str, secret: str, hook: str) -> dict[str, str]:
+    """The environment of a worker or API using `profile`'s real adapter
+    against the simulator at `sim_url` (`TIDINGS_SIMULATOR_URL` emptied, so
+    the provider settings decide). `hook`: the receipts' URL."""
+    config = SimulatorConfig(profile=profile, webhook_secret=secret, wire=True)
+    env = {"TIDINGS_SIMULATOR_URL": "", f"TIDINGS_{WIRED[profile].upper()}_PROVIDER": profile}
+    if profile == "twilio":
+        twilio = twilio_account(config)
+        env |= {
+            "TIDINGS_TWILIO_ACCOUNT_SID": twilio.account_sid,
+            "TIDINGS_TWILIO_AUTH_TOKEN": twilio.auth_token,
+            "TIDINGS_TWILIO_FROM": SMS_SENDER,
+            "TIDINGS_TWILIO_STATUS_CALLBACK": hook,
+            "TIDINGS_TWILIO_BASE_URL": sim_url,
+        }
+    elif profile == "postmark":
+        server = server_of(config)
+        env |= {
+            "TIDINGS_POSTMARK_SERVER_TOKEN": server.server_token,
+            "TIDINGS_POSTMARK_FROM": EMAIL_SENDER,
+            "TIDINGS_POSTMARK_WEBHOOK_USERNAME": server.webhook_user,
+            "TIDINGS_POSTMARK_WEBHOOK_PASSWORD": server.webhook_password,
+            "TIDINGS_POSTMARK_BASE_URL": sim_url,
+        }
+    elif profile == "sendgrid":
+        env |= {
+            "TIDINGS_SENDGRID_API_KEY": secret,
+            "TIDINGS_SENDGRID_FROM": EMAIL_SENDER,
+            "TIDINGS_SENDGRID_WEBHOOK_PUBLIC_KEY": public_key_of(config),
+            "TIDINGS_SENDGRID_BASE_URL": sim_url,
+        }
+    elif profile == "vonage":
+        vonage = vonage_account(config)
+        env |= {
+            "TIDINGS_VONAGE_API_KEY": vonage.api_key,
+            "TIDINGS_VONAGE_API_SECRET": vonage.api_secret,
+            "TIDINGS_VONAGE_FROM": vonage.sender_id,
+            "TIDINGS_VONAGE_SIGNATURE_SECRET": vonage.signature_secret,
+            "TIDINGS_VONAGE_SIGNATURE_METHOD": vonage.signature_method,
+            "TIDINGS_VONAGE_CALLBACK_URL": hook,
+            "TIDINGS_VONAGE_BASE_URL": sim_url,
+        }
+    return env
+
+
+def channels_env(spec: str, sim_url: str, secret: str, hook: str) -> dict[str, str]:
+    """The environment of a worker or API for a simulator playing `spec`
+    (`twilio`, or `sms=NAME,email=NAME`): each channel whose profile has a
+    wire on its provider's real adapter, any other on the simulator adapter
+    (the registered `simulator` provider, playing `spec`). One webhook
+    secret for all."""
+    env: dict[str, str] = {
+        "TIDINGS_SIMULATOR_URL": "",
+        "TIDINGS_SIMULATOR_BASE_URL": sim_url,
+        "TIDINGS_SIMULATOR_PROFILE": spec,
+        "TIDINGS_SIMULATOR_WEBHOOK_SECRET": secret,
+    }
+    for channel, played in by_channel(spec).items():
+        if is_wired(played.name):
+            env |= adapter_env(played.name, sim_url, secret, hook)
+        else:
+            env[f"TIDINGS_{channel.upper()}_PROVIDER"] = "simulator"
+    return env
+
+
+def wired_in(spec: str) -> set[str]:
+    """The providers whose own wire a simulator playing `spec` speaks."""
+    return {p.name for p in by_channel(spec).values() if is_wired(p.name)}
+
+
+def receiver_of(headers: Mapping[str, str]) -> str:
+    """The webhook route (`/v1/webhooks/<name>`) of a receipt the simulator
+    posted, from how it is signed: the simulator's own header, Twilio's
+    signature, SendGrid's signed event webhook, Postmark's Basic
+    credentials; Vonage signs inside its body."""
+    names = {k.lower() for k in headers}
+    if "x-simulator-signature" in names:
+        return "simulator"
+    if "x-twilio-signature" in names:
+        return "twilio"
+    if "x-twilio-email-event-webhook-signature" in names:
+        return "sendgrid"
+    if "authorization" in names:
+        return "postmark"
+    return "vonage"
