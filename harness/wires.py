@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from tidings.providers.simulator import SimulatorConfig
 from tidings.providers.simulator.profiles import by_channel
 from tidings.providers.simulator.wire_postmark import server_of
-from tidings.providers.simulator.wire_sendgrid import public_key_of
+from tidings.providers.simulator.wire_sendgrid import account_of
 from tidings.providers.simulator.wire_twilio import account_of as twilio_account
 from tidings.providers.simulator.wire_vonage import account_of as vonage_account
 
@@ -70,7 +70,7 @@ def adapter_env(profile: str, sim_url: str, secret: str, hook: str) -> dict[str,
         env |= {
             "TIDINGS_SENDGRID_API_KEY": secret,
             "TIDINGS_SENDGRID_FROM": EMAIL_SENDER,
-            "TIDINGS_SENDGRID_WEBHOOK_PUBLIC_KEY": public_key_of(config),
+            "TIDINGS_SENDGRID_WEBHOOK_PUBLIC_KEY": account_of(config).public_key(),
             "TIDINGS_SENDGRID_BASE_URL": sim_url,
         }
     elif profile == "vonage":

@@ -519,7 +519,11 @@ def served() -> Iterator[tuple[SimulatorCore, str]]:
         )
     )
     config = uvicorn.Config(
-        create_app(core, deliver_receipts=False), host="127.0.0.1", port=port, log_level="error"
+        create_app(core, deliver_receipts=False),
+        host="127.0.0.1",
+        port=port,
+        log_config=None,  # uvicorn's own dictConfig would reroute this process's logging
+        access_log=False,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
