@@ -59,7 +59,9 @@ class HostsConfig:
     limited: int = 40
     rate_limit: int = 8
     rate_window_s: int = 4
-    retry_after_s: int = 15
+    # Long enough that a worker host started after the first 429 is ready
+    # well inside the pause, on a machine busy with the other long tests.
+    retry_after_s: int = 25
     cut_at_share: float = 0.3  # of the job sent when worker host 2 is cut off
     # > 0: at the end, each API host alone, then both, take single intents
     # from `burst_callers` concurrent callers for this long (the long run).
