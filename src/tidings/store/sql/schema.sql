@@ -918,11 +918,12 @@ CREATE TABLE provider_backoffs (
 );
 ALTER TABLE provider_pauses ADD COLUMN caused_by text;
 
--- Issue 38: a job's numbers, kept (migrations/0033_job_counts.sql).
+-- Issue 38: a job's numbers, kept (migrations/0033_job_counts.sql; its stripes and early
+-- exits from 0045, the evidence move from 0046).
 CREATE TABLE job_counts (
     tenant_id        text        NOT NULL,
     job_id           uuid        NOT NULL,
-    stripe           smallint    NOT NULL CHECK (stripe >= 0 AND stripe < 32),
+    stripe           smallint    NOT NULL CHECK (stripe >= 0 AND stripe < 64),
     channel          text        NOT NULL,
     state            text        NOT NULL,
     code             text        NOT NULL,
@@ -939,11 +940,37 @@ CREATE TABLE job_counts (
 
 -- Adds a statement's grouped changes. Rows are locked in key order, so two
 -- statements never take the same rows in opposite orders.
+-- The stripe this transaction writes: the first of 64, starting from its
+-- backend's, whose transaction-scoped advisory lock it can take without
+-- waiting, remembered for the rest of the transaction. With more than 64
+-- writers at once the 65th waits for its backend's stripe (a lock
+-- PostgreSQL's deadlock detector sees, unlike an order between rows).
+CREATE FUNCTION counts_stripe() RETURNS smallint LANGUAGE plpgsql AS $$
+DECLARE
+    held text := current_setting('tidings.counts_stripe', true);
+    first int := pg_backend_pid() % 64;
+    s int;
+BEGIN
+    IF held IS NOT NULL AND held <> '' THEN
+        RETURN held::smallint;
+    END IF;
+    FOR k IN 0..63 LOOP
+        s := (first + k) % 64;
+        IF pg_try_advisory_xact_lock(1953064039, s) THEN
+            PERFORM set_config('tidings.counts_stripe', s::text, true);
+            RETURN s;
+        END IF;
+    END LOOP;
+    PERFORM pg_advisory_xact_lock(1953064039, first);
+    PERFORM set_config('tidings.counts_stripe', first::text, true);
+    RETURN first;
+END $$;
+
 CREATE FUNCTION job_counts_add(deltas jsonb) RETURNS void LANGUAGE sql AS $$
     INSERT INTO job_counts AS c (tenant_id, job_id, stripe, channel, state, code, intents,
                                  attempts, retries, reached_provider, segments,
                                  retained_bytes, updated_at)
-    SELECT d.tenant_id, d.job_id, pg_backend_pid() % 32, d.channel, d.state, d.code,
+    SELECT d.tenant_id, d.job_id, (SELECT counts_stripe()), d.channel, d.state, d.code,
            d.intents, d.attempts, d.retries, d.reached_provider, d.segments,
            d.retained_bytes, d.updated_at
     FROM jsonb_to_recordset(deltas) AS d (tenant_id text, job_id uuid, channel text,
@@ -964,20 +991,28 @@ $$;
 -- Intents written: one more in its state and code, and its bytes.
 CREATE FUNCTION job_counts_intents_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM job_counts_add(coalesce(jsonb_agg(d), '[]'::jsonb)) FROM (
+    IF NOT EXISTS (SELECT 1 FROM new_rows WHERE job_id IS NOT NULL) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM job_counts_add(jsonb_agg(d)) FROM (
         SELECT n.tenant_id, n.job_id, n.channel, n.state, coalesce(n.decision_code, '') AS code,
                count(*) AS intents, 0 AS attempts, 0 AS retries, 0 AS reached_provider,
                0 AS segments, sum(pg_column_size(n.*)) AS retained_bytes,
                max(n.updated_at) AS updated_at
         FROM new_rows n WHERE n.job_id IS NOT NULL
-        GROUP BY n.tenant_id, n.job_id, n.channel, n.state, coalesce(n.decision_code, '')) d;
+        GROUP BY n.tenant_id, n.job_id, n.channel, n.state, coalesce(n.decision_code, '')) d
+    HAVING count(*) > 0;
     RETURN NULL;
 END $$;
 
 -- Intents moved: one less where each was, one more where it is.
 CREATE FUNCTION job_counts_intents_updated() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM job_counts_add(coalesce(jsonb_agg(d), '[]'::jsonb)) FROM (
+    IF NOT EXISTS (SELECT 1 FROM new_rows WHERE job_id IS NOT NULL)
+       AND NOT EXISTS (SELECT 1 FROM old_rows WHERE job_id IS NOT NULL) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM job_counts_add(jsonb_agg(d)) FROM (
         SELECT m.tenant_id, m.job_id, m.channel, m.state, m.code, sum(m.n) AS intents,
                0 AS attempts, 0 AS retries, 0 AS reached_provider, 0 AS segments,
                0 AS retained_bytes, max(m.at) AS updated_at
@@ -993,15 +1028,29 @@ BEGIN
               WHERE o.job_id IS NOT NULL AND (n.state, n.decision_code, n.channel)
                     IS DISTINCT FROM (o.state, o.decision_code, o.channel)) m
         GROUP BY m.tenant_id, m.job_id, m.channel, m.state, m.code
-        HAVING sum(m.n) <> 0) d;
+        HAVING sum(m.n) <> 0) d
+    HAVING count(*) > 0;
     RETURN NULL;
 END $$;
 
 -- Attempts made: per channel, the attempt, whether it is a retry (n > 1),
 -- its segments and whether it reached the provider, and its bytes.
+-- Whether any of these tenants has a job: if none does, no row of theirs
+-- is a job's, and no intent needs looking up. Rows a month's drop moves to
+-- the default partitions (evidence_month_drop) are evidence already
+-- counted: while they move, nothing is counted again.
+CREATE FUNCTION job_counts_tenants_have_jobs(tenants text[]) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(current_setting('tidings.evidence_moving', true), '') <> 'on'
+       AND EXISTS (SELECT 1 FROM jobs j WHERE j.tenant_id = ANY(tenants))
+$$;
+
 CREATE FUNCTION job_counts_attempts_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM job_counts_add(coalesce(jsonb_agg(d), '[]'::jsonb)) FROM (
+    IF NOT job_counts_tenants_have_jobs(ARRAY(SELECT DISTINCT tenant_id FROM new_rows)) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM job_counts_add(jsonb_agg(d)) FROM (
         SELECT a.tenant_id, i.job_id, a.channel, '' AS state, '' AS code, 0 AS intents,
                count(*) AS attempts, count(*) FILTER (WHERE a.n > 1) AS retries,
                count(*) FILTER (WHERE a.accepted_at IS NOT NULL) AS reached_provider,
@@ -1010,14 +1059,24 @@ BEGIN
                max(greatest(a.created_at, a.accepted_at, a.last_status_at)) AS updated_at
         FROM new_rows a JOIN intents i ON i.tenant_id = a.tenant_id AND i.id = a.intent_id
         WHERE i.job_id IS NOT NULL
-        GROUP BY a.tenant_id, i.job_id, a.channel) d;
+        GROUP BY a.tenant_id, i.job_id, a.channel) d
+    HAVING count(*) > 0;
     RETURN NULL;
 END $$;
 
 -- Attempts settled: segments counted and acceptance recorded after the insert.
 CREATE FUNCTION job_counts_attempts_updated() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM job_counts_add(coalesce(jsonb_agg(d), '[]'::jsonb)) FROM (
+    -- Only segments and acceptance are counted: the changed rows first.
+    IF NOT EXISTS (
+        SELECT 1 FROM new_rows a
+        JOIN old_rows o ON o.tenant_id = a.tenant_id AND o.intent_id = a.intent_id AND o.n = a.n
+        WHERE a.segments IS DISTINCT FROM o.segments
+           OR (a.accepted_at IS NULL) <> (o.accepted_at IS NULL))
+       OR NOT job_counts_tenants_have_jobs(ARRAY(SELECT DISTINCT tenant_id FROM new_rows)) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM job_counts_add(jsonb_agg(d)) FROM (
         SELECT a.tenant_id, i.job_id, a.channel, '' AS state, '' AS code, 0 AS intents,
                0 AS attempts, 0 AS retries,
                sum((a.accepted_at IS NOT NULL)::int - (o.accepted_at IS NOT NULL)::int)
@@ -1031,33 +1090,39 @@ BEGIN
         WHERE i.job_id IS NOT NULL
           AND (a.segments IS DISTINCT FROM o.segments
                OR (a.accepted_at IS NULL) <> (o.accepted_at IS NULL))
-        GROUP BY a.tenant_id, i.job_id, a.channel) d;
+        GROUP BY a.tenant_id, i.job_id, a.channel) d
+    HAVING count(*) > 0;
     RETURN NULL;
 END $$;
 
 -- Evidence written about a job's intents (transitions, receipts): its bytes.
 CREATE FUNCTION job_counts_evidence_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM job_counts_add(coalesce(jsonb_agg(d), '[]'::jsonb)) FROM (
+    IF NOT job_counts_tenants_have_jobs(ARRAY(SELECT DISTINCT tenant_id FROM new_rows)) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM job_counts_add(jsonb_agg(d)) FROM (
         SELECT e.tenant_id, i.job_id, i.channel, '' AS state, '' AS code, 0 AS intents,
                0 AS attempts, 0 AS retries, 0 AS reached_provider, 0 AS segments,
                sum(e.bytes) AS retained_bytes, max(i.updated_at) AS updated_at
         FROM (SELECT n.tenant_id, n.intent_id, pg_column_size(n.*) AS bytes FROM new_rows n) e
         JOIN intents i ON i.tenant_id = e.tenant_id AND i.id = e.intent_id
         WHERE i.job_id IS NOT NULL
-        GROUP BY e.tenant_id, i.job_id, i.channel) d;
+        GROUP BY e.tenant_id, i.job_id, i.channel) d
+    HAVING count(*) > 0;
     RETURN NULL;
 END $$;
 
 -- The frozen audience: the job's own facts, under channel ''.
 CREATE FUNCTION job_counts_recipients_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM job_counts_add(coalesce(jsonb_agg(d), '[]'::jsonb)) FROM (
+    PERFORM job_counts_add(jsonb_agg(d)) FROM (
         SELECT r.tenant_id, r.job_id, '' AS channel, '' AS state, '' AS code, 0 AS intents,
                0 AS attempts, 0 AS retries, 0 AS reached_provider, 0 AS segments,
                sum(pg_column_size(r.*)) AS retained_bytes, max(j.updated_at) AS updated_at
         FROM new_rows r JOIN jobs j ON j.tenant_id = r.tenant_id AND j.id = r.job_id
-        GROUP BY r.tenant_id, r.job_id) d;
+        GROUP BY r.tenant_id, r.job_id) d
+    HAVING count(*) > 0;
     RETURN NULL;
 END $$;
 
@@ -1091,7 +1156,12 @@ CREATE TRIGGER job_counts_recipients_inserted AFTER INSERT ON job_recipients
 -- delete is retention's, which takes evidence and leaves the numbers.
 CREATE FUNCTION job_counts_attempts_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM job_counts_add(coalesce(jsonb_agg(d), '[]'::jsonb)) FROM (
+    IF NOT EXISTS (SELECT 1 FROM old_rows
+                   WHERE state = 'sending' AND call_started_at IS NULL)
+       OR NOT job_counts_tenants_have_jobs(ARRAY(SELECT DISTINCT tenant_id FROM old_rows)) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM job_counts_add(jsonb_agg(d)) FROM (
         SELECT a.tenant_id, i.job_id, a.channel, '' AS state, '' AS code, 0 AS intents,
                -count(*) AS attempts, -count(*) FILTER (WHERE a.n > 1) AS retries,
                -count(*) FILTER (WHERE a.accepted_at IS NOT NULL) AS reached_provider,
@@ -1099,7 +1169,8 @@ BEGIN
                -sum(pg_column_size(a.*)) AS retained_bytes, max(i.updated_at) AS updated_at
         FROM old_rows a JOIN intents i ON i.tenant_id = a.tenant_id AND i.id = a.intent_id
         WHERE i.job_id IS NOT NULL AND a.state = 'sending' AND a.call_started_at IS NULL
-        GROUP BY a.tenant_id, i.job_id, a.channel) d;
+        GROUP BY a.tenant_id, i.job_id, a.channel) d
+    HAVING count(*) > 0;
     RETURN NULL;
 END $$;
 CREATE TRIGGER job_counts_attempts_deleted AFTER DELETE ON attempts
@@ -1188,32 +1259,6 @@ CREATE TABLE intent_counts (
     PRIMARY KEY (tenant_id, event_class, channel, state, code, stripe)
 );
 
--- The stripe this transaction writes: the first of 64, starting from its
--- backend's, whose transaction-scoped advisory lock it can take without
--- waiting, remembered for the rest of the transaction. With more than 64
--- writers at once the 65th waits for its backend's stripe (a lock
--- PostgreSQL's deadlock detector sees, unlike an order between rows).
-CREATE FUNCTION counts_stripe() RETURNS smallint LANGUAGE plpgsql AS $$
-DECLARE
-    held text := current_setting('tidings.counts_stripe', true);
-    first int := pg_backend_pid() % 64;
-    s int;
-BEGIN
-    IF held IS NOT NULL AND held <> '' THEN
-        RETURN held::smallint;
-    END IF;
-    FOR k IN 0..63 LOOP
-        s := (first + k) % 64;
-        IF pg_try_advisory_xact_lock(1953064039, s) THEN
-            PERFORM set_config('tidings.counts_stripe', s::text, true);
-            RETURN s;
-        END IF;
-    END LOOP;
-    PERFORM pg_advisory_xact_lock(1953064039, first);
-    PERFORM set_config('tidings.counts_stripe', first::text, true);
-    RETURN first;
-END $$;
-
 CREATE FUNCTION intent_counts_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO intent_counts AS c (tenant_id, event_class, channel, state, code, stripe, n,
@@ -1285,182 +1330,3 @@ CREATE TRIGGER intent_counts_deleted AFTER DELETE ON intents
 -- Issue 41: a counter's window end, for retention (0044_rate_counter_ends.sql).
 ALTER TABLE rate_counters ADD COLUMN window_end timestamptz NOT NULL;
 CREATE INDEX rate_counters_ended ON rate_counters (window_end);
-
--- The job_counts triggers made cheaper for rows of no job, and their stripe
--- taken from counts_stripe() (0045_job_counts_cheaper.sql, issue #42).
-ALTER TABLE job_counts DROP CONSTRAINT job_counts_stripe_check;
-ALTER TABLE job_counts ADD CONSTRAINT job_counts_stripe_check
-    CHECK (stripe >= 0 AND stripe < 64);
-
-CREATE OR REPLACE FUNCTION job_counts_add(deltas jsonb) RETURNS void LANGUAGE sql AS $$
-    INSERT INTO job_counts AS c (tenant_id, job_id, stripe, channel, state, code, intents,
-                                 attempts, retries, reached_provider, segments,
-                                 retained_bytes, updated_at)
-    SELECT d.tenant_id, d.job_id, (SELECT counts_stripe()), d.channel, d.state, d.code,
-           d.intents, d.attempts, d.retries, d.reached_provider, d.segments,
-           d.retained_bytes, d.updated_at
-    FROM jsonb_to_recordset(deltas) AS d (tenant_id text, job_id uuid, channel text,
-         state text, code text, intents bigint, attempts bigint, retries bigint,
-         reached_provider bigint, segments bigint, retained_bytes bigint,
-         updated_at timestamptz)
-    ORDER BY d.tenant_id, d.job_id, d.channel, d.state, d.code
-    ON CONFLICT (tenant_id, job_id, stripe, channel, state, code) DO UPDATE
-    SET intents = c.intents + excluded.intents,
-        attempts = c.attempts + excluded.attempts,
-        retries = c.retries + excluded.retries,
-        reached_provider = c.reached_provider + excluded.reached_provider,
-        segments = c.segments + excluded.segments,
-        retained_bytes = c.retained_bytes + excluded.retained_bytes,
-        updated_at = greatest(c.updated_at, excluded.updated_at)
-$$;
-
-CREATE OR REPLACE FUNCTION job_counts_intents_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM new_rows WHERE job_id IS NOT NULL) THEN
-        RETURN NULL;
-    END IF;
-    PERFORM job_counts_add(jsonb_agg(d)) FROM (
-        SELECT n.tenant_id, n.job_id, n.channel, n.state, coalesce(n.decision_code, '') AS code,
-               count(*) AS intents, 0 AS attempts, 0 AS retries, 0 AS reached_provider,
-               0 AS segments, sum(pg_column_size(n.*)) AS retained_bytes,
-               max(n.updated_at) AS updated_at
-        FROM new_rows n WHERE n.job_id IS NOT NULL
-        GROUP BY n.tenant_id, n.job_id, n.channel, n.state, coalesce(n.decision_code, '')) d
-    HAVING count(*) > 0;
-    RETURN NULL;
-END $$;
-
-CREATE OR REPLACE FUNCTION job_counts_intents_updated() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM new_rows WHERE job_id IS NOT NULL)
-       AND NOT EXISTS (SELECT 1 FROM old_rows WHERE job_id IS NOT NULL) THEN
-        RETURN NULL;
-    END IF;
-    PERFORM job_counts_add(jsonb_agg(d)) FROM (
-        SELECT m.tenant_id, m.job_id, m.channel, m.state, m.code, sum(m.n) AS intents,
-               0 AS attempts, 0 AS retries, 0 AS reached_provider, 0 AS segments,
-               0 AS retained_bytes, max(m.at) AS updated_at
-        FROM (SELECT n.tenant_id, n.job_id, n.channel, n.state,
-                     coalesce(n.decision_code, '') AS code, 1 AS n, n.updated_at AS at
-              FROM new_rows n JOIN old_rows o ON o.tenant_id = n.tenant_id AND o.id = n.id
-              WHERE n.job_id IS NOT NULL AND (n.state, n.decision_code, n.channel)
-                    IS DISTINCT FROM (o.state, o.decision_code, o.channel)
-              UNION ALL
-              SELECT o.tenant_id, o.job_id, o.channel, o.state,
-                     coalesce(o.decision_code, ''), -1, n.updated_at
-              FROM new_rows n JOIN old_rows o ON o.tenant_id = n.tenant_id AND o.id = n.id
-              WHERE o.job_id IS NOT NULL AND (n.state, n.decision_code, n.channel)
-                    IS DISTINCT FROM (o.state, o.decision_code, o.channel)) m
-        GROUP BY m.tenant_id, m.job_id, m.channel, m.state, m.code
-        HAVING sum(m.n) <> 0) d
-    HAVING count(*) > 0;
-    RETURN NULL;
-END $$;
-
--- Whether any of these tenants has a job: if none does, no row of theirs
--- is a job's, and no intent needs looking up. Rows a month's drop moves to
--- the default partitions (evidence_month_drop) are evidence already
--- counted: while they move, nothing is counted again.
-CREATE FUNCTION job_counts_tenants_have_jobs(tenants text[]) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce(current_setting('tidings.evidence_moving', true), '') <> 'on'
-       AND EXISTS (SELECT 1 FROM jobs j WHERE j.tenant_id = ANY(tenants))
-$$;
-
-CREATE OR REPLACE FUNCTION job_counts_attempts_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF NOT job_counts_tenants_have_jobs(ARRAY(SELECT DISTINCT tenant_id FROM new_rows)) THEN
-        RETURN NULL;
-    END IF;
-    PERFORM job_counts_add(jsonb_agg(d)) FROM (
-        SELECT a.tenant_id, i.job_id, a.channel, '' AS state, '' AS code, 0 AS intents,
-               count(*) AS attempts, count(*) FILTER (WHERE a.n > 1) AS retries,
-               count(*) FILTER (WHERE a.accepted_at IS NOT NULL) AS reached_provider,
-               coalesce(sum(a.segments), 0) AS segments,
-               sum(pg_column_size(a.*)) AS retained_bytes,
-               max(greatest(a.created_at, a.accepted_at, a.last_status_at)) AS updated_at
-        FROM new_rows a JOIN intents i ON i.tenant_id = a.tenant_id AND i.id = a.intent_id
-        WHERE i.job_id IS NOT NULL
-        GROUP BY a.tenant_id, i.job_id, a.channel) d
-    HAVING count(*) > 0;
-    RETURN NULL;
-END $$;
-
-CREATE OR REPLACE FUNCTION job_counts_attempts_updated() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    -- Only segments and acceptance are counted: the changed rows first.
-    IF NOT EXISTS (
-        SELECT 1 FROM new_rows a
-        JOIN old_rows o ON o.tenant_id = a.tenant_id AND o.intent_id = a.intent_id AND o.n = a.n
-        WHERE a.segments IS DISTINCT FROM o.segments
-           OR (a.accepted_at IS NULL) <> (o.accepted_at IS NULL))
-       OR NOT job_counts_tenants_have_jobs(ARRAY(SELECT DISTINCT tenant_id FROM new_rows)) THEN
-        RETURN NULL;
-    END IF;
-    PERFORM job_counts_add(jsonb_agg(d)) FROM (
-        SELECT a.tenant_id, i.job_id, a.channel, '' AS state, '' AS code, 0 AS intents,
-               0 AS attempts, 0 AS retries,
-               sum((a.accepted_at IS NOT NULL)::int - (o.accepted_at IS NOT NULL)::int)
-                   AS reached_provider,
-               sum(coalesce(a.segments, 0) - coalesce(o.segments, 0)) AS segments,
-               0 AS retained_bytes,
-               max(greatest(a.created_at, a.accepted_at, a.last_status_at)) AS updated_at
-        FROM new_rows a
-        JOIN old_rows o ON o.tenant_id = a.tenant_id AND o.intent_id = a.intent_id AND o.n = a.n
-        JOIN intents i ON i.tenant_id = a.tenant_id AND i.id = a.intent_id
-        WHERE i.job_id IS NOT NULL
-          AND (a.segments IS DISTINCT FROM o.segments
-               OR (a.accepted_at IS NULL) <> (o.accepted_at IS NULL))
-        GROUP BY a.tenant_id, i.job_id, a.channel) d
-    HAVING count(*) > 0;
-    RETURN NULL;
-END $$;
-
-CREATE OR REPLACE FUNCTION job_counts_evidence_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF NOT job_counts_tenants_have_jobs(ARRAY(SELECT DISTINCT tenant_id FROM new_rows)) THEN
-        RETURN NULL;
-    END IF;
-    PERFORM job_counts_add(jsonb_agg(d)) FROM (
-        SELECT e.tenant_id, i.job_id, i.channel, '' AS state, '' AS code, 0 AS intents,
-               0 AS attempts, 0 AS retries, 0 AS reached_provider, 0 AS segments,
-               sum(e.bytes) AS retained_bytes, max(i.updated_at) AS updated_at
-        FROM (SELECT n.tenant_id, n.intent_id, pg_column_size(n.*) AS bytes FROM new_rows n) e
-        JOIN intents i ON i.tenant_id = e.tenant_id AND i.id = e.intent_id
-        WHERE i.job_id IS NOT NULL
-        GROUP BY e.tenant_id, i.job_id, i.channel) d
-    HAVING count(*) > 0;
-    RETURN NULL;
-END $$;
-
-CREATE OR REPLACE FUNCTION job_counts_attempts_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM old_rows
-                   WHERE state = 'sending' AND call_started_at IS NULL)
-       OR NOT job_counts_tenants_have_jobs(ARRAY(SELECT DISTINCT tenant_id FROM old_rows)) THEN
-        RETURN NULL;
-    END IF;
-    PERFORM job_counts_add(jsonb_agg(d)) FROM (
-        SELECT a.tenant_id, i.job_id, a.channel, '' AS state, '' AS code, 0 AS intents,
-               -count(*) AS attempts, -count(*) FILTER (WHERE a.n > 1) AS retries,
-               -count(*) FILTER (WHERE a.accepted_at IS NOT NULL) AS reached_provider,
-               -coalesce(sum(a.segments), 0) AS segments,
-               -sum(pg_column_size(a.*)) AS retained_bytes, max(i.updated_at) AS updated_at
-        FROM old_rows a JOIN intents i ON i.tenant_id = a.tenant_id AND i.id = a.intent_id
-        WHERE i.job_id IS NOT NULL AND a.state = 'sending' AND a.call_started_at IS NULL
-        GROUP BY a.tenant_id, i.job_id, a.channel) d
-    HAVING count(*) > 0;
-    RETURN NULL;
-END $$;
-
-CREATE OR REPLACE FUNCTION job_counts_recipients_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM job_counts_add(jsonb_agg(d)) FROM (
-        SELECT r.tenant_id, r.job_id, '' AS channel, '' AS state, '' AS code, 0 AS intents,
-               0 AS attempts, 0 AS retries, 0 AS reached_provider, 0 AS segments,
-               sum(pg_column_size(r.*)) AS retained_bytes, max(j.updated_at) AS updated_at
-        FROM new_rows r JOIN jobs j ON j.tenant_id = r.tenant_id AND j.id = r.job_id
-        GROUP BY r.tenant_id, r.job_id) d
-    HAVING count(*) > 0;
-    RETURN NULL;
-END $$;
