@@ -55,8 +55,10 @@ def configure_logs(log_format: str | None, log_level: str | None) -> None:
 def open_tidings(tenant: str | None = None, url: str | None = None) -> Tidings:
     from tidings.client import Tidings
 
-    given = url or Settings().database_url
-    if given:  # a server that does not answer is one line at once, not a pool's retries
+    # A one-shot command's server that does not answer is one line at once,
+    # not a pool's retries; a service passes the url it already waited for.
+    given = None if url else Settings().database_url
+    if given:
         import psycopg
 
         psycopg.connect(given, connect_timeout=5).close()
