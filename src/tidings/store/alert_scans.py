@@ -17,10 +17,13 @@ from tidings.store.database import Row, fetch_all
 Conn = psycopg.Connection[Any]
 
 
-def unreconciled(conn: Conn, unknown_since: datetime) -> list[Row]:
+def unreconciled(conn: Conn, unknown_since: datetime, cap: int) -> list[Row]:
     """Per event class and channel: sent with no terminal evidence, or given
-    up as unknown since `unknown_since`, with what the page must name."""
-    return fetch_all(conn, "alert_unreconciled", {"unknown_since": unknown_since})
+    up as unknown since `unknown_since`, with what the page must name. The
+    in-flight count and the oldest are exact; given-up ones and distinct
+    recipients are counted up to `cap` (`unknown_more`, `recipients_more`
+    say there may be more)."""
+    return fetch_all(conn, "alert_unreconciled", {"unknown_since": unknown_since, "cap": cap})
 
 
 def delivery_unknown(conn: Conn, since: datetime) -> list[Row]:

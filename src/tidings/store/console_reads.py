@@ -14,6 +14,7 @@ from uuid import UUID
 import psycopg
 
 from tidings.store.database import Row, fetch_all, fetch_one
+from tidings.store.metrics_reads import OLDEST_WALK_CAP
 
 Conn = psycopg.Connection[Any]
 
@@ -42,8 +43,10 @@ def due(conn: Conn, tenant: str, now: datetime) -> list[Row]:
 
 
 def unreconciled(conn: Conn, tenant: str) -> list[Row]:
-    """`event_class, channel, oldest, n, recipients`: sent, no terminal evidence yet."""
-    return fetch_all(conn, "console_unreconciled", {"tenant_id": tenant})
+    """`event_class, channel, oldest, n`: sent, no terminal evidence yet; `n`
+    exact (kept counts) and `oldest` exact (the index's first entries)."""
+    params = {"tenant_id": tenant, "cap": OLDEST_WALK_CAP}
+    return fetch_all(conn, "console_unreconciled", params)
 
 
 def last_reconciliation(conn: Conn, tenant: str) -> dict[str, datetime]:

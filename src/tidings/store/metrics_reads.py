@@ -46,9 +46,17 @@ def due(conn: Conn, now: datetime) -> list[Row]:
     return fetch_all(conn, "metrics_due", {"now": now})
 
 
+# How many index entries a read of the oldest intent in flight may walk
+# (sql/fragments/unreconciled_oldest.sql): only entries claimed before the
+# first one's call started are read, so this is only reached by a claim
+# storm inside one call's start, and then the oldest is the oldest of these.
+OLDEST_WALK_CAP = 10_000
+
+
 def unreconciled(conn: Conn) -> list[Row]:
-    """`tenant_id, event_class, channel, oldest, n`: sent, no terminal evidence yet."""
-    return fetch_all(conn, "metrics_unreconciled", {})
+    """`tenant_id, event_class, channel, oldest, n`: sent, no terminal evidence
+    yet; `n` exact (kept counts), `oldest` exact (the index's first entries)."""
+    return fetch_all(conn, "metrics_unreconciled", {"cap": OLDEST_WALK_CAP})
 
 
 def last_reconciliation(conn: Conn) -> list[Row]:

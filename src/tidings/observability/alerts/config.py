@@ -14,6 +14,11 @@ from typing import Literal
 
 Severity = Literal["warning", "page"]
 
+# The unreconciled alert counts distinct recipients among the oldest this
+# many intents in flight (and as many given up): a bounded read however
+# large the backlog (issue 38, item 4). Far above any page threshold.
+RECIPIENTS_CAP = 10_000
+
 
 @dataclass(frozen=True)
 class Objective:
@@ -73,6 +78,14 @@ class AlertConfig:
     # and pages from `refusal_page_requests` in the window up.
     refusal_window_seconds: float = 3600.0
     refusal_page_requests: int = 10
+
+    def recipients_cap(self) -> int:
+        """Where the unreconciled scan stops counting distinct recipients
+        (store/alert_scans.py): RECIPIENTS_CAP, or the largest page threshold
+        when one is larger, so a count at the cap still reaches every
+        threshold and the rule still pages past it."""
+        thresholds = [o.page_recipients for o in (self.unreconciled, *self.objectives.values())]
+        return max(RECIPIENTS_CAP, *thresholds)
 
     def objective_for(self, event_class: str, channel: str) -> Objective:
         return (

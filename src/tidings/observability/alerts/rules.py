@@ -43,7 +43,12 @@ def evaluate(conn: Conn, now: datetime, config: AlertConfig) -> list[Alert]:
     allowed = allowed_transitions()
     transition_audit.fold(conn, allowed)
     return [
-        *_unreconciled(alert_scans.unreconciled(conn, unknown_since), last, now, config),
+        *_unreconciled(
+            alert_scans.unreconciled(conn, unknown_since, config.recipients_cap()),
+            last,
+            now,
+            config,
+        ),
         *_unknown(alert_scans.delivery_unknown(conn, unknown_since), last, now, config),
         *_due(alert_scans.due(conn, now), last, now, config),
         *_urgent(lanes.urgent_backlog(conn, now), now, config),
@@ -70,15 +75,24 @@ def _unreconciled(
         )
         scope = f"{row['event_class']}/{row['channel']}"
         warn, page = duration_text(objective.warn_seconds), duration_text(objective.page_seconds)
-        given_up = f", {row['unknown']} of them given up as unknown" if row["unknown"] else ""
+        given_up = ""
+        if row["unknown"]:
+            more = "+" if row["unknown_more"] else ""
+            given_up = f", {row['unknown']}{more} of them given up as unknown"
+        # Past the cap the recipients are those of the oldest intents: at least.
+        least = "at least " if row["recipients_more"] else ""
         summary = (
-            f"{scope}: {row['recipients']} recipient(s) without delivery evidence{given_up}, "
+            f"{scope}: {least}{row['recipients']} recipient(s) without delivery evidence"
+            f"{given_up}, "
             f"oldest {duration_text(age)} (warn {warn}, page {page} with "
             f"{objective.page_recipients}+ recipients); "
             f"last successful reconciliation {_ago(now, reconciled)}"
         )
         details = _details(row, now, reconciled, age, objective, action, row["event_class"])
         details["given_up_unknown"] = row["unknown"]
+        # True when a count stopped at the cap: the number is "at least".
+        details["given_up_unknown_more"] = row["unknown_more"]
+        details["affected_recipients_more"] = row["recipients_more"]
         yield Alert(
             row["tenant_id"],
             f"unreconciled:{row['event_class']}:{row['channel']}",

@@ -90,8 +90,6 @@ CREATE INDEX intents_leases ON intents (lease_expires_at)
 CREATE INDEX intents_deadlines ON intents (expires_at)
     WHERE expires_at IS NOT NULL
       AND state IN ('pending', 'sending', 'accepted', 'resend_due', 'reconciling');
-CREATE INDEX intents_unreconciled ON intents (event_class, channel, created_at)
-    WHERE state IN ('sending', 'accepted', 'reconciling');
 CREATE INDEX intents_job ON intents (tenant_id, job_id, id) WHERE job_id IS NOT NULL;
 
 -- Tenant-supplied times lie in [1970, 9000) UTC, as domain/moments.py
@@ -1330,3 +1328,10 @@ CREATE TRIGGER intent_counts_deleted AFTER DELETE ON intents
 -- Issue 41: a counter's window end, for retention (0044_rate_counter_ends.sql).
 ALTER TABLE rate_counters ADD COLUMN window_end timestamptz NOT NULL;
 CREATE INDEX rate_counters_ended ON rate_counters (window_end);
+
+-- Issue 38, item 4: the oldest intent in flight per tenant, event class and
+-- channel, by its latest claim (0047_unreconciled_oldest.sql).
+ALTER TABLE intents ADD COLUMN claimed_at timestamptz;
+CREATE INDEX intents_unreconciled ON intents
+    (tenant_id, event_class, channel, (coalesce(claimed_at, created_at)))
+    WHERE state IN ('sending', 'accepted', 'reconciling');

@@ -3,58 +3,114 @@
 -- partial index has the same predicate, so the planner can use it.
 
 -- name: alert_unreconciled
--- Per event class and channel: what the page must name. The report is a
--- column (jobs) or a variable. Grouped finely first (hash aggregates), then
--- rolled up, the oldest found through `intents_unreconciled`: sorting every
--- unreconciled row for DISTINCT aggregates, with to_jsonb of each, ran past
--- the scan's statement timeout in a 1M-recipient job (see alert_due).
--- Intents whose reconciliation gave up (`unknown`, within the window) are
--- still unreconciled: giving up must not clear the alert. Age counts from
--- the current attempt's call, as in metrics_unreconciled.
-WITH u AS (
-    SELECT i.tenant_id, i.event_class, i.channel, i.job_id, i.template_name,
-           i.template_revision,
-           coalesce(i.report_id, i.variables ->> 'report_id',
-                    i.variables -> 'report' ->> 'id') AS report_id,
-           coalesce(i.report_revision::text, i.variables ->> 'report_revision',
-                    i.variables -> 'report' ->> 'revision') AS report_revision,
-           a.provider, count(*) AS intents,
-           count(*) FILTER (WHERE i.state = 'unknown') AS unknown,
-           min(coalesce(a.call_started_at, a.created_at, i.created_at)) AS oldest_at
-    FROM intents i
-    LEFT JOIN attempts a
-           ON a.tenant_id = i.tenant_id AND a.intent_id = i.id AND a.n = i.attempt_count
-    WHERE i.state IN ('sending', 'accepted', 'reconciling')
-       OR (i.state = 'unknown' AND i.terminal_at >= %(unknown_since)s)
-    GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
-), recipients AS (
-    SELECT tenant_id, event_class, channel, count(*) AS recipients
-    FROM (SELECT i.tenant_id, i.event_class, i.channel, i.recipient_ref FROM intents i
-          WHERE i.state IN ('sending', 'accepted', 'reconciling')
-             OR (i.state = 'unknown' AND i.terminal_at >= %(unknown_since)s)
-          GROUP BY 1, 2, 3, 4) AS r
+-- Per event class and channel: what the page must name. Read in bounded
+-- parts, whatever the backlog (issue 38, item 4; before, every intent in
+-- flight was read: 2 to 4 s with 100,000 accepted and no receipts):
+-- * how many are in flight, exact, from the kept counts (0043);
+-- * the oldest call in flight, exact, from intents_unreconciled (0047);
+-- * intents whose reconciliation gave up (`unknown`, within the window):
+--   still unreconciled, since giving up must not clear the alert; counted
+--   up to the cap and one more, the oldest call among those counted;
+-- * recipients: distinct among the oldest `cap` in flight and the
+--   given-up ones counted: exact up to the cap, and past it "at least"
+--   (the caller makes the cap at least every page threshold);
+-- * jobs, reports, templates: among those same rows; providers: among the
+--   oldest 100 of them.
+-- The report is a column (jobs) or a variable.
+WITH c AS (
+    SELECT tenant_id, event_class, channel,
+           coalesce(sum(n) FILTER (WHERE state IN ('sending', 'accepted', 'reconciling')),
+                    0)::bigint AS in_flight,
+           coalesce(sum(n) FILTER (WHERE state = 'unknown'), 0)::bigint AS unknown_kept
+    FROM intent_counts
+    WHERE state IN ('sending', 'accepted', 'reconciling', 'unknown')
     GROUP BY tenant_id, event_class, channel
+    HAVING sum(n) FILTER (WHERE state IN ('sending', 'accepted', 'reconciling')) > 0
+        OR sum(n) FILTER (WHERE state = 'unknown') > 0
+), s AS (
+    SELECT c.tenant_id, c.event_class, c.channel, x.*
+    FROM c
+    CROSS JOIN LATERAL (
+        (SELECT i.id, i.attempt_count, i.created_at, i.recipient_ref, i.job_id,
+                i.template_name, i.template_revision, i.report_id, i.report_revision,
+                i.variables, false AS given_up
+         FROM intents i
+         WHERE c.in_flight > 0
+           AND i.tenant_id = c.tenant_id AND i.event_class = c.event_class
+           AND i.channel = c.channel AND i.state IN ('sending', 'accepted', 'reconciling')
+         ORDER BY coalesce(i.claimed_at, i.created_at)
+         LIMIT %(cap)s)
+        UNION ALL
+        (SELECT i.id, i.attempt_count, i.created_at, i.recipient_ref, i.job_id,
+                i.template_name, i.template_revision, i.report_id, i.report_revision,
+                i.variables, true AS given_up
+         FROM intents i
+         WHERE c.unknown_kept > 0
+           AND i.tenant_id = c.tenant_id AND i.event_class = c.event_class
+           AND i.channel = c.channel AND i.state = 'unknown'
+           AND i.terminal_at >= %(unknown_since)s
+         ORDER BY i.terminal_at
+         LIMIT %(cap)s + 1)
+    ) AS x
+), g AS (
+    SELECT s.tenant_id, s.event_class, s.channel,
+           count(*) FILTER (WHERE s.given_up) AS unknown,
+           count(DISTINCT s.recipient_ref) AS recipients,
+           (array_agg(DISTINCT s.job_id::text) FILTER (WHERE s.job_id IS NOT NULL))[1:10]
+               AS job_ids,
+           (array_agg(DISTINCT r.id || coalesce(' rev ' || r.revision, ''))
+                FILTER (WHERE r.id IS NOT NULL))[1:10] AS report_ids,
+           (array_agg(DISTINCT s.template_name || coalesce(' rev ' || s.template_revision, '')))
+               [1:10] AS templates
+    FROM s
+    CROSS JOIN LATERAL (
+        SELECT coalesce(s.report_id, s.variables ->> 'report_id',
+                        s.variables -> 'report' ->> 'id') AS id,
+               coalesce(s.report_revision::text, s.variables ->> 'report_revision',
+                        s.variables -> 'report' ->> 'revision') AS revision
+    ) AS r
+    GROUP BY s.tenant_id, s.event_class, s.channel
+), given_up_oldest AS (
+    -- Each attempt one primary-key probe (a subquery: no plan joins the
+    -- attempts whole).
+    SELECT s.tenant_id, s.event_class, s.channel,
+           (array_agg(s.id ORDER BY t.at, s.id))[1] AS id, min(t.at) AS at
+    FROM s
+    CROSS JOIN LATERAL (
+        SELECT coalesce((SELECT coalesce(a.call_started_at, a.created_at) FROM attempts a
+                         WHERE a.tenant_id = s.tenant_id AND a.intent_id = s.id
+                           AND a.n = s.attempt_count), s.created_at) AS at
+    ) AS t
+    WHERE s.given_up
+    GROUP BY s.tenant_id, s.event_class, s.channel
+), providers AS (
+    SELECT p.tenant_id, p.event_class, p.channel,
+           (array_agg(DISTINCT p.provider) FILTER (WHERE p.provider IS NOT NULL))[1:10]
+               AS providers
+    FROM (SELECT s.tenant_id, s.event_class, s.channel,
+                 (SELECT a.provider FROM attempts a
+                  WHERE a.tenant_id = s.tenant_id AND a.intent_id = s.id
+                    AND a.n = s.attempt_count) AS provider
+          FROM (SELECT s.*, row_number() OVER (PARTITION BY s.tenant_id, s.event_class,
+                                                            s.channel ORDER BY s.given_up) AS k
+                FROM s) AS s
+          WHERE s.k <= 100) AS p
+    GROUP BY p.tenant_id, p.event_class, p.channel
 )
-SELECT u.tenant_id, u.event_class, u.channel, sum(u.intents)::bigint AS intents,
-       sum(u.unknown)::bigint AS unknown,
-       r.recipients, min(u.oldest_at) AS oldest_at,
-       (SELECT o.id FROM intents o
-        LEFT JOIN attempts oa
-               ON oa.tenant_id = o.tenant_id AND oa.intent_id = o.id AND oa.n = o.attempt_count
-        WHERE o.event_class = u.event_class AND o.channel = u.channel
-          AND o.tenant_id = u.tenant_id
-          AND (o.state IN ('sending', 'accepted', 'reconciling')
-               OR (o.state = 'unknown' AND o.terminal_at >= %(unknown_since)s))
-        ORDER BY coalesce(oa.call_started_at, oa.created_at, o.created_at), o.id
-        LIMIT 1) AS oldest_id,
-       (array_agg(DISTINCT u.job_id::text) FILTER (WHERE u.job_id IS NOT NULL))[1:10] AS job_ids,
-       (array_agg(DISTINCT u.report_id || coalesce(' rev ' || u.report_revision, ''))
-            FILTER (WHERE u.report_id IS NOT NULL))[1:10] AS report_ids,
-       (array_agg(DISTINCT u.template_name || coalesce(' rev ' || u.template_revision, '')))[1:10]
-           AS templates,
-       (array_agg(DISTINCT u.provider) FILTER (WHERE u.provider IS NOT NULL))[1:10] AS providers
-FROM u JOIN recipients r USING (tenant_id, event_class, channel)
-GROUP BY u.tenant_id, u.event_class, u.channel, r.recipients;
+SELECT c.tenant_id, c.event_class, c.channel,
+       (c.in_flight + least(g.unknown, %(cap)s))::bigint AS intents,
+       least(g.unknown, %(cap)s)::bigint AS unknown, g.unknown > %(cap)s AS unknown_more,
+       g.recipients, c.in_flight > %(cap)s OR g.unknown > %(cap)s AS recipients_more,
+       CASE WHEN u.at IS NULL OR u.at > o.oldest_at THEN o.oldest_at ELSE u.at END
+           AS oldest_at,
+       CASE WHEN u.at IS NULL OR u.at > o.oldest_at THEN o.oldest_id ELSE u.id END
+           AS oldest_id,
+       g.job_ids, g.report_ids, g.templates, p.providers
+FROM c
+JOIN g USING (tenant_id, event_class, channel)
+LEFT JOIN given_up_oldest u USING (tenant_id, event_class, channel)
+LEFT JOIN providers p USING (tenant_id, event_class, channel)
+/* include: unreconciled_oldest */;
 
 -- name: alert_delivery_unknown
 -- Outcomes that stayed unknown within the window, per event class and

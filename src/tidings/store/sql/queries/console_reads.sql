@@ -115,16 +115,21 @@ GROUP BY 1, 2
 ORDER BY 1, 2 DESC;
 
 -- name: console_unreconciled
--- Age from the current attempt's call, as in metrics_unreconciled.
-SELECT i.event_class, i.channel,
-       min(coalesce(a.call_started_at, a.created_at, i.created_at)) AS oldest, count(*) AS n,
-       count(DISTINCT i.recipient_ref) AS recipients
-FROM intents i
-LEFT JOIN attempts a
-       ON a.tenant_id = i.tenant_id AND a.intent_id = i.id AND a.n = i.attempt_count
-WHERE i.tenant_id = %(tenant_id)s AND i.state IN ('sending', 'accepted', 'reconciling')
-GROUP BY i.event_class, i.channel
-ORDER BY oldest;
+-- Per event class and channel: how many are in flight, exact, from the
+-- kept counts (0043), and the oldest call among them, exact, from the
+-- first entries of intents_unreconciled (0047): a few rows per row of the
+-- table, however many wait for their receipts (docs/console.md).
+WITH c AS (
+    SELECT tenant_id, event_class, channel, sum(n)::bigint AS n
+    FROM intent_counts
+    WHERE tenant_id = %(tenant_id)s AND state IN ('sending', 'accepted', 'reconciling')
+    GROUP BY tenant_id, event_class, channel
+    HAVING sum(n) > 0
+)
+SELECT c.event_class, c.channel, c.n, o.oldest_at AS oldest
+FROM c
+/* include: unreconciled_oldest */
+ORDER BY o.oldest_at, c.event_class, c.channel;
 
 -- name: console_last_reconciliation
 -- The tenant's channels walked in observations_reconciled one probe each,

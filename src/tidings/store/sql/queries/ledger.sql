@@ -135,6 +135,9 @@ WITH input AS (
         next_due_at = CASE WHEN n.to_state IN ('pending', 'resend_due') THEN n.next_due_at END,
         lease_owner = CASE WHEN n.to_state = 'sending' THEN n.lease_owner END,
         lease_expires_at = CASE WHEN n.to_state = 'sending' THEN n.lease_expires_at END,
+        -- A claim: its attempt is made at this time, its call starts later
+        -- (0047; the unreconciled reads find the oldest call through it).
+        claimed_at = CASE WHEN n.to_state = 'sending' THEN %(now)s ELSE i.claimed_at END,
         attempt_count = i.attempt_count + n.attempts_added,
         accepted_at = CASE WHEN n.to_state = 'accepted'
                            THEN coalesce(i.accepted_at, %(now)s) ELSE i.accepted_at END,
