@@ -11,7 +11,8 @@ runs again. A query fails when it reads more shared buffers than its bound
 (a page of 50 rows: 1,000), or when the second load shows in what it reads:
 its cost followed the tables, not its page or its key.
 
-Queries that cannot be bounded are listed in params.py with the reason.
+Queries that cannot be bounded are listed in params.py with the reason;
+reads of a backlog, and reads that stop at a cap of rows, with their bound.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import pytest
 from tests.databases import clone_database, drop_database
 
 from .plan_guard.explain import buffers, guarded, is_read
-from .plan_guard.params import BACKLOG, LEFT, NOT_PLANNED, UNBOUNDED
+from .plan_guard.params import BACKLOG, CAPPED, LEFT, NOT_PLANNED, UNBOUNDED
 
 HERE = Path(__file__).parent / "plan_guard"
 # A page of 50 rows read by index: a few hundred buffers. A scan of any of
@@ -88,7 +89,7 @@ def _cases() -> list[Any]:
 @pytest.mark.parametrize("name", _cases())
 def test_a_read_costs_its_page_not_its_tables(measured: Measured, name: str) -> None:
     first, second = measured[name]
-    bound = BACKLOG.get(name, PAGE_BOUND)
+    bound = CAPPED.get(name, BACKLOG.get(name, PAGE_BOUND))
     assert first <= bound, f"{name} read {first} buffers for one page (bound {bound})"
     assert second <= first * GROWTH + GROWTH_SLACK, (
         f"{name} read {first} buffers, then {second} with as much history again: "
@@ -100,9 +101,12 @@ def test_every_exception_names_a_query_and_a_reason() -> None:
     from tidings.store.queries import all_queries
 
     queries = all_queries()
-    listed = set(NOT_PLANNED) | set(UNBOUNDED) | set(BACKLOG) | set(LEFT)
+    listed = set(NOT_PLANNED) | set(UNBOUNDED) | set(BACKLOG) | set(CAPPED) | set(LEFT)
     assert listed <= set(queries), listed - set(queries)
-    assert all(is_read(queries[n]) for n in set(UNBOUNDED) | set(BACKLOG) | set(LEFT))
+    assert not set(CAPPED) & set(BACKLOG), "a read is bounded by its cap or by its backlog"
+    capped = set(UNBOUNDED) | set(BACKLOG) | set(CAPPED) | set(LEFT)
+    assert all(is_read(queries[n]) for n in capped)
+    assert all("%(cap)s" in queries[n] for n in CAPPED)
     assert all(reason for reason in {**NOT_PLANNED, **UNBOUNDED, **LEFT}.values())
 
 

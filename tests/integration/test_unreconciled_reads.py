@@ -73,7 +73,9 @@ def test_the_oldest_call_is_found_past_the_first_claim(
     clock.advance(100)
     with tidings.db.transaction() as conn:
         rows = console_reads.unreconciled(conn, tidings.tenant)
-    assert [(r["event_class"], r["channel"], r["n"]) for r in rows] == [("waitlist_offer", "sms", 3)]
+    assert [(r["event_class"], r["channel"], r["n"]) for r in rows] == [
+        ("waitlist_offer", "sms", 3)
+    ]
     assert (clock.now() - rows[0]["oldest"]).total_seconds() == 120.0
     body = render_metrics(tidings.runtime)[0].decode()
     assert AGE.findall(body) == ["120.0"] and COUNT.findall(body) == ["3.0"]

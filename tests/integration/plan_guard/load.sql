@@ -43,7 +43,8 @@ INSERT INTO intents (tenant_id, id, idempotency_key, request_hash, channel, stat
                      recipient_ref, template_name, purpose, event_class, correlation_id,
                      job_id, job_seq, policy_version, decision_code, attempt_count,
                      next_due_at, lease_owner, lease_expires_at, expires_at, created_by,
-                     created_at, accepted_at, last_status_at, terminal_at, updated_at)
+                     created_at, accepted_at, last_status_at, terminal_at, updated_at,
+                     claimed_at)
 SELECT tenant_id, id, 'k' || g, 'h', 'sms', state, 3, 'r' || g, 'reset', 'security',
        CASE WHEN g % 2 = 0 THEN 'account' ELSE 'offer' END,
        CASE WHEN g % 10 = 0 THEN 'c' || (g / 10) END,
@@ -58,7 +59,9 @@ SELECT tenant_id, id, 'k' || g, 'h', 'sms', state, 3, 'r' || g, 'reset', 'securi
        CASE WHEN state NOT IN ('pending', 'canceled') THEN at END,
        CASE WHEN state NOT IN ('pending', 'canceled') THEN at END,
        CASE WHEN state IN ('delivered', 'failed', 'canceled') THEN at END,
-       at
+       at,
+       -- A claim's time (0047), as its attempt's creation below.
+       CASE WHEN state NOT IN ('pending', 'canceled') THEN at END
 FROM (
     SELECT i.*, ('2026-01-01'::timestamptz + g * interval '1 second') AS at,
            (lpad(to_hex(1735689600000 + g * 1000), 12, '0') || '7000' || '8'
