@@ -109,6 +109,26 @@ def _main_job_counts() -> list[str]:
     return [f.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1) for f in found]
 
 
+def _transition_without_claimed_at() -> str:
+    """transition_many as it was before 0047: no claimed_at written."""
+    from tidings.store.queries import all_queries
+
+    sql = all_queries()["transition_many"]
+    line = re.search(r"\n\s*claimed_at = CASE[^\n]*,", sql)
+    if line is None:
+        raise RuntimeError("transition_many no longer writes claimed_at as 0047 does")
+    return re.sub(r"\n\s*-- A claim: its attempt[^\n]*\n\s*-- \(0047[^\n]*", "",
+                  sql.replace(line.group(0), ""))  # fmt: skip
+
+
+# 0047: intents_unreconciled keyed by tenant and claim time, and the claim's
+# time written; before it, the same partial index without the tenant.
+BEFORE_0047 = [
+    "DROP INDEX intents_unreconciled",
+    "CREATE INDEX intents_unreconciled ON intents (event_class, channel, created_at)"
+    " WHERE state IN ('sending', 'accepted', 'reconciling')",
+]
+
 INTENT_COUNTS_TRIGGERS = (
     "intent_counts_inserted",
     "intent_counts_updated",
@@ -132,6 +152,10 @@ VARIANTS: dict[str, tuple[list[str], dict[str, str]]] = {
     "-intents listing indexes (0034)": (_drop_indexes(*INDEXES_0034), {}),
     "-transitions txid indexes (0038)": (_drop_indexes(*INDEXES_0038), {}),
     "-attempts_refused (0039)": (_drop_indexes("attempts_refused"), {}),
+    "as before 0047 (unreconciled index)": (
+        BEFORE_0047,
+        {"transition_many": _transition_without_claimed_at()},
+    ),
 }
 # Not on dispatch's path (no statement of the trace writes or reads them):
 # the suppressions indexes (0035) and observations_reconciled (0037); the
@@ -146,6 +170,7 @@ def _all_removed() -> tuple[list[str], dict[str, str]]:
         if name not in (
             "unmodified",
             "job_counts as before 0045",
+            "as before 0047 (unreconciled index)",
         ):
             statements += sql
             overrides.update(over)
