@@ -444,3 +444,33 @@ def test_the_overview_counts_due_intents_up_to_its_cap_and_says_more(
         text = " ".join(client.get("/ops/").text.split())
     assert '<td>email</td><td>bulk</td><td class="num">4+</td><td class="num">1m' in text
     assert "4+ due now" in text
+
+
+def test_the_overview_counts_intents_awaiting_evidence_exactly_with_the_oldest_call(
+    tidings: Tidings, clock: ManualClock, monkeypatch: Any
+) -> None:
+    # The count is the kept one, exact past any cap; the oldest call is read
+    # from the index's first entries; no recipients column (counting them
+    # would read every intent in flight).
+    monkeypatch.setattr(console_reads, "OLDEST_WALK_CAP", 2)
+    publish_offer_template(tidings)
+    w = worker(tidings, simulator(clock, profile="sns"))  # accepted, never answered
+    for n in range(5):
+        offer(tidings, n, recipient={"ref": f"m{n}", "phone": PHONE}, expires_at=None)
+        w.dispatch_once()
+        clock.advance(30)
+    with tidings.db.transaction() as conn:
+        _, key = api_keys.create_key(
+            conn, tidings.tenant, ["read"], "evidence", vault=tidings.vault
+        )
+    app = FastAPI()
+    app.include_router(console_router(tidings.runtime), prefix="/ops")
+    with TestClient(app) as client:
+        token = client.get("/ops/") and client.cookies["tidings_console_csrf"]
+        client.post("/ops/login", data={"key": key, "csrf": token})
+        text = " ".join(client.get("/ops/").text.split())
+    assert (
+        '<td>waitlist_offer</td><td>sms</td><td class="num">5</td>'
+        '<td class="num strong">2m 30s</td>'
+    ) in text
+    assert "Recipients</th>" not in text and "5 awaiting evidence" in text
