@@ -131,3 +131,12 @@ def test_the_recipients_cap_is_never_below_a_page_threshold(thresholds: tuple[in
     )
     assert config.recipients_cap() == max(alert_config.RECIPIENTS_CAP, *thresholds)
     assert metrics_reads.OLDEST_WALK_CAP == 10_000
+
+
+def test_a_scrape_or_an_alert_round_reads_without_jit(tidings: Tidings) -> None:
+    # Their capped reads are priced as if read whole: JIT compiled them for
+    # about 1 s of a 1.3 s alert read (docs/benchmarks.md).
+    with tidings.db.transaction() as conn:
+        metrics_reads.limit_statement_time(conn, 5000)
+        row = conn.execute("SELECT current_setting('jit') AS jit").fetchone()
+    assert row is not None and row["jit"] == "off"

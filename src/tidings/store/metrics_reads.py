@@ -22,7 +22,8 @@ Conn = psycopg.Connection[Any]
 
 def limit_statement_time(conn: Conn, ms: int) -> None:
     """Give up the transaction's statements after `ms`: a scrape or an alert
-    round must not hold a pooled connection while the tables are locked."""
+    round must not hold a pooled connection while the tables are locked.
+    JIT is off for the transaction too (metrics_reads.sql says why)."""
     fetch_one(conn, "metrics_statement_timeout", {"ms": str(ms)})
 
 

@@ -140,7 +140,10 @@ FULL JOIN impossible i ON i.tenant_id = c.tenant_id;
 -- name: metrics_statement_timeout
 -- A scrape or an alert round must not hold a connection for long when the
 -- tables are large or locked: give up and report the ledger as unreadable.
-SELECT set_config('statement_timeout', %(ms)s, true);
+-- And no JIT: their reads stop at caps of rows that the planner prices as
+-- if they were read whole, and compiling them took about 1 s of a 1.3 s
+-- unreconciled alert read with 100,000 in flight (docs/benchmarks.md).
+SELECT set_config('statement_timeout', %(ms)s, true), set_config('jit', 'off', true);
 
 -- name: metrics_quarantined
 -- Quarantined intents per tenant and code, from rows (invariant 7).
