@@ -16,6 +16,7 @@ import pytest
 
 from tests.integration.observability_helpers import evaluate_alerts, render_metrics
 from tidings import ManualClock, Tidings
+from tidings.console import data
 from tidings.observability.alerts import config as alert_config
 from tidings.observability.alerts.config import AlertConfig, Objective
 from tidings.store import console_reads, metrics_reads
@@ -138,5 +139,12 @@ def test_a_scrape_or_an_alert_round_reads_without_jit(tidings: Tidings) -> None:
     # about 1 s of a 1.3 s alert read (docs/benchmarks.md).
     with tidings.db.transaction() as conn:
         metrics_reads.limit_statement_time(conn, 5000)
+        row = conn.execute("SELECT current_setting('jit') AS jit").fetchone()
+    assert row is not None and row["jit"] == "off"
+
+
+def test_the_console_overview_reads_without_jit(tidings: Tidings, clock: ManualClock) -> None:
+    with tidings.db.transaction() as conn:
+        data.overview(conn, tidings.tenant, clock.now())
         row = conn.execute("SELECT current_setting('jit') AS jit").fetchone()
     assert row is not None and row["jit"] == "off"

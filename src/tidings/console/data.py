@@ -116,6 +116,7 @@ class Series:
 
 
 def overview(conn: Conn, tenant: str, now: datetime) -> Overview:
+    console_reads.without_jit(conn)
     counts = console_reads.state_counts(conn, tenant)
     return Overview(
         now=now,

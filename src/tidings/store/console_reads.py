@@ -19,6 +19,11 @@ from tidings.store.metrics_reads import OLDEST_WALK_CAP
 Conn = psycopg.Connection[Any]
 
 
+def without_jit(conn: Conn) -> None:
+    """No JIT for the rest of the transaction (console_reads.sql says why)."""
+    fetch_one(conn, "console_without_jit", {})
+
+
 def state_counts(conn: Conn, tenant: str) -> dict[str, int]:
     """Intents per current state."""
     return {r["state"]: r["n"] for r in fetch_all(conn, "console_counts", {"tenant_id": tenant})}

@@ -163,3 +163,9 @@ FROM unnest(%(keys)s::text[], %(windows)s::timestamptz[]) AS w (key, window_star
 JOIN rate_counters c
   ON c.tenant_id = %(tenant_id)s AND c.scope = 'country_spend'
  AND c.key = w.key AND c.window_start = w.window_start;
+
+-- name: console_without_jit
+-- For the rest of the page's transaction: its reads stop at caps of rows
+-- that the planner prices as if read whole, and JIT compiling such a read
+-- costs far more than running it (metrics_statement_timeout, docs/benchmarks.md).
+SELECT set_config('jit', 'off', true);
