@@ -14,8 +14,8 @@
 -- * recipients: distinct among the oldest `cap` in flight and the
 --   given-up ones counted: exact up to the cap, and past it "at least"
 --   (the caller makes the cap at least every page threshold);
--- * jobs, reports, templates: among those same rows; providers: among the
---   oldest 100 of them.
+-- * jobs, reports, templates: among those same rows; providers: among 100
+--   of them (those in flight first), one attempt probe each.
 -- The report is a column (jobs) or a variable.
 WITH c AS (
     SELECT tenant_id, event_class, channel,
