@@ -15,9 +15,12 @@ endpoint over the same database would:
 - no authentication, validation, policy, template, phone parsing or
   encryption: those are the engine logic the ratio prices;
 - under uvicorn with the options `tidings serve` gives it (api/serve.py:
-  `proxy_headers=True`, `log_config=None`, loop and HTTP parser left to
-  uvicorn's "auto", which picks uvloop and httptools when installed, one
-  process), in a spawned interpreter of its own, pinned as tidings' is.
+  `log_level="info"`, `proxy_headers=True`, `log_config=None`, the access
+  log on, loop and HTTP parser left to uvicorn's "auto", which picks uvloop
+  and httptools when installed, one process), in a spawned interpreter of
+  its own, pinned as tidings' is. tidings writes each access line through
+  its redacting handler; the peer installs no handler, so its access
+  records are made and dropped: the line written is tidings' cost.
 
 The client is the one that measures `create.http_c8` (same threads, same
 keep-alive connections, same bodies, same Authorization header, ignored
@@ -27,7 +30,6 @@ here).
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -82,12 +84,14 @@ def main(port: int, dsn: str, pool_size: int, statements: Captured) -> None:
     """The peer's process: uvicorn as `tidings serve` configures it."""
     import uvicorn
 
-    logging.basicConfig(level=logging.WARNING)
+    # api/serve.py's Config: `tidings serve` passes no level of its own to
+    # uvicorn (its --log-level sets tidings' handler), so uvicorn's access
+    # logger is at info there too; here no handler takes its records.
     config = uvicorn.Config(
         app(dsn, pool_size, statements),
         host="127.0.0.1",
         port=port,
-        log_level="warning",  # as the bench runs `tidings serve --log-level warning`
+        log_level="info",
         proxy_headers=True,
         log_config=None,
     )
