@@ -141,11 +141,10 @@ def free_port() -> int:
         return port
 
 
-def _simulator_main(port: int, latency_ms: float, webhook_url: str | None) -> None:
+def _simulator_main(port: int, latency_ms: float) -> None:
     from tidings.providers.simulator import run
 
-    extra = {"webhook_url": webhook_url} if webhook_url else {}
-    run("127.0.0.1", port, latency_ms=latency_ms, **extra)
+    run("127.0.0.1", port, latency_ms=latency_ms)
 
 
 def _api_main(port: int, dsn: str, pool_size: int, max_body_bytes: int) -> None:
@@ -176,9 +175,9 @@ def serving(target: Any, *args: Any, pin: str | None = None) -> Iterator[tuple[s
         process.join(10)
 
 
-def simulator(latency_ms: float, pin: str | None = None, webhook_url: str | None = None) -> Any:
-    """The simulator process; with `webhook_url`, it posts its receipts there."""
-    return serving(_simulator_main, latency_ms, webhook_url, pin=pin)
+def simulator(latency_ms: float, pin: str | None = None) -> Any:
+    """The simulator process; `PUT /_config {"webhook_url": ...}` makes it post receipts."""
+    return serving(_simulator_main, latency_ms, pin=pin)
 
 
 def api(
