@@ -7,7 +7,8 @@ of two installs, alternating, each on a fresh, analysed database.
 Each install's interpreter runs its own `tidings serve`; the library
 `notify` of this checkout is measured in the same run for the ratio. Uses
 the PostgreSQL at `BENCH_PG` (postgresql://postgres@127.0.0.1:5432).
-Prints medians; asserts nothing.
+Prints medians; asserts nothing. Client and server are pinned apart
+(bench/pinning.py), as in `python -m bench`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 import httpx
 import psycopg
 
+from bench.pinning import CLIENT, SERVER, note, pinned
 from tidings import Tidings
 from tidings.cli.devstack import free_port
 from tidings.policies import builtin_document
@@ -135,9 +137,10 @@ def http_once(
         command += ["--workers", str(workers)]
     env = {**os.environ, "DATABASE_URL": url, "TIDINGS_SECRET_KEY": SECRET,
            "TIDINGS_POOL_SIZE": str(clients + 4)}  # fmt: skip
-    process = subprocess.Popen(
-        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/"
-    )
+    with pinned(SERVER):  # as `python -m bench` runs every HTTP measure
+        process = subprocess.Popen(
+            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/"
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(300):
@@ -148,7 +151,8 @@ def http_once(
                 pass
             time.sleep(0.2)
         time.sleep(1.0 if workers == 1 else 3.0)  # the other processes, a moment behind
-        return drive(base, key, clients, name, seconds, client)
+        with pinned(CLIENT):
+            return drive(base, key, clients, name, seconds, client)
     finally:
         process.terminate()
         process.wait(20)
@@ -191,6 +195,7 @@ def main() -> None:
             rate = http_once(pythons[variant], clients, workers, name, args.seconds, args.client)
             rates[(variant, clients, workers)].append(rate)
     base = statistics.median(library)
+    print(note())
     print(f"library notify: {base:.0f}/s")
     for (variant, clients, workers), values in rates.items():
         median = statistics.median(values)

@@ -16,7 +16,9 @@ write to send the same messages through the same provider:
   through the app's own pool);
 - 2 worker processes (spawned), each `run_worker_async(concurrency=8)`
   with procrastinate's other defaults, LISTEN/NOTIFY on; a pool of
-  concurrency + 4 connections, as scenario 2's workers get.
+  concurrency + 4 connections, as scenario 2's workers get;
+- pinned as scenario 2 is: the simulator on one core, the workers on the
+  other (bench/pinning.py).
 
 It does none of tidings' guarantees (policy, rate allowance, audit trail,
 lease, call-started mark, reconciliation, encrypted destinations): the
@@ -39,6 +41,7 @@ import psycopg
 
 from bench.context import Context
 from bench.model import Measure, ScenarioResult, repeat
+from bench.pinning import CLIENT, SERVER, pinned
 from bench.procs import simulator
 from bench.progress import TENANT
 from bench.seed import BODY, intent_body
@@ -66,7 +69,8 @@ DONE = "SELECT count(*) FROM peer_messages WHERE provider_message_id IS NOT NULL
 def measure(ctx: Context, result: ScenarioResult) -> None:
     """Add `procrastinate.http_worker` to the baselines."""
     logging.getLogger("procrastinate").setLevel(logging.WARNING)
-    with simulator(LATENCY_MS) as (base_url, _):
+    # Pinned as scenario 2: the simulator on one core, the workers on the other.
+    with simulator(LATENCY_MS, pin=SERVER) as (base_url, _), pinned(CLIENT):
         values = repeat(ctx.config.repetitions, lambda: _once(ctx, base_url))
     label = (
         f"procrastinate HTTP peer: render, POST to the {LATENCY_MS:.0f} ms simulator, record "

@@ -8,6 +8,7 @@ only when all are ready, so interpreter start-up is never measured.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -26,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from bench.pinning import pinned
 from bench.spawned import READY_TIMEOUT_S, STOP_TIMEOUT_S
 from bench.spawned import _spawn as _spawn
 from tidings.dispatch.steps import WorkerConfig
@@ -157,11 +159,13 @@ def _api_main(port: int, dsn: str, pool_size: int, max_body_bytes: int) -> None:
 
 
 @contextmanager
-def serving(target: Any, *args: Any) -> Iterator[tuple[str, int]]:
-    """Run `target(port, *args)` in a process until the block ends: (base URL, pid)."""
+def serving(target: Any, *args: Any, pin: str | None = None) -> Iterator[tuple[str, int]]:
+    """Run `target(port, *args)` in a process until the block ends: (base URL, pid).
+    `pin`: the role (bench/pinning.py) whose core the process runs on."""
     port = free_port()
     process = _spawn.Process(target=target, args=(port, *args), daemon=True)
-    process.start()
+    with pinned(pin) if pin else contextlib.nullcontext():
+        process.start()
     base_url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(base_url)
@@ -171,17 +175,27 @@ def serving(target: Any, *args: Any) -> Iterator[tuple[str, int]]:
         process.join(10)
 
 
-def simulator(latency_ms: float) -> Any:
-    return serving(_simulator_main, latency_ms)
+def simulator(latency_ms: float, pin: str | None = None) -> Any:
+    """The simulator process; `PUT /_config {"webhook_url": ...}` makes it post receipts."""
+    return serving(_simulator_main, latency_ms, pin=pin)
 
 
-def api(dsn: str, pool_size: int = 12, max_body_bytes: int = 256 * 1024 * 1024) -> Any:
-    return serving(_api_main, dsn, pool_size, max_body_bytes)
+def api(
+    dsn: str, pool_size: int = 12, max_body_bytes: int = 256 * 1024 * 1024, pin: str | None = None
+) -> Any:
+    return serving(_api_main, dsn, pool_size, max_body_bytes, pin=pin)
 
 
 @contextmanager
-def serve_command(dsn: str, workers: int = 1, pool_size: int = 12) -> Iterator[str]:
-    """`tidings serve [--workers N]` as a user runs it: its base URL."""
+def serve_command(
+    dsn: str,
+    workers: int = 1,
+    pool_size: int = 12,
+    pin: str | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[str]:
+    """`tidings serve [--workers N]` as a user runs it: its base URL. `pin`:
+    the role whose core it runs on; `env`: more of its environment."""
     from bench.seed import SECRET
 
     port = free_port()
@@ -189,15 +203,17 @@ def serve_command(dsn: str, workers: int = 1, pool_size: int = 12) -> Iterator[s
     command += ["--log-level", "warning"]
     if workers > 1:
         command += ["--workers", str(workers)]
-    env = {
+    environment = {
         **os.environ,
         "DATABASE_URL": dsn,
         "TIDINGS_SECRET_KEY": SECRET,
         "TIDINGS_POOL_SIZE": str(pool_size),
+        **(env or {}),
     }
-    process = subprocess.Popen(
-        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    with pinned(pin) if pin else contextlib.nullcontext():
+        process = subprocess.Popen(
+            command, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
     base_url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(base_url)

@@ -14,7 +14,8 @@ from rich.table import Table
 
 from bench.context import Context
 from bench.model import Measure
-from bench.targets import evaluate, ratio
+from bench.pinning import note as pinning_note
+from bench.targets import evaluate, information, ratio
 
 HEADERS = ("Scenario", "Measure", "Median", "Min", "Max", "Unit", "Ratio to baselines")
 
@@ -62,9 +63,11 @@ def document(ctx: Context, seconds: float) -> dict[str, Any]:
             "postgres": ctx.server.version,
             "platform": platform.platform(),
             "load_average_1m": ctx.load,
+            "pinning": pinning_note(),
         },
         "scenarios": {name: r.as_dict() for name, r in ctx.results.items()},
         "targets": evaluate(ctx.results),
+        "information": information(ctx.results),
         "profile": ctx.profile,
     }
 
@@ -75,7 +78,7 @@ def markdown(ctx: Context, doc: dict[str, Any]) -> str:
         f"each capped at {doc['seconds_cap']:g} s and {doc['intents']:,} intents; "
         f"{doc['machine']['cpus']} CPUs, {doc['machine']['postgres']}, "
         f"{doc['wall_seconds']:.0f} s in all; 1-minute load average at each scenario's "
-        f"start: {', '.join(str(x) for x in ctx.load)}.",
+        f"start: {', '.join(str(x) for x in ctx.load)}. {doc['machine']['pinning']}.",
         "",
         "| " + " | ".join(HEADERS) + " |",
         "|" + "---|" * len(HEADERS),
@@ -83,6 +86,9 @@ def markdown(ctx: Context, doc: dict[str, Any]) -> str:
     lines += ["| " + " | ".join(row) + " |" for row in rows(ctx)]
     lines += ["", "| Target | Value | Status |", "|---|---|---|"]
     lines += [f"| {t['target']} | {number(t['value'])} | {t['status']} |" for t in doc["targets"]]
+    lines += ["", "Earlier targets, as information (no verdict):", "",
+              "| Earlier target | Value |", "|---|---|"]  # fmt: skip
+    lines += [f"| {i['earlier_target']} | {number(i['value'])} |" for i in doc["information"]]
     notes = [f"- {r.title}: {n}" for r in ctx.results.values() for n in r.notes]
     if notes:
         lines += ["", "Notes:", "", *notes]
@@ -120,6 +126,10 @@ def show(ctx: Context, doc: dict[str, Any]) -> None:
     console.print(table)
     for target in doc["targets"]:
         console.print(f"{target['status']:>12}  {target['target']}: {number(target['value'])}")
+    console.print("Earlier targets, as information:")
+    for item in doc["information"]:
+        console.print(f"{'info':>12}  {item['earlier_target']}: {number(item['value'])}")
+    console.print(doc["machine"]["pinning"])
 
 
 def write(ctx: Context, seconds: float) -> Path:

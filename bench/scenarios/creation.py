@@ -1,14 +1,16 @@
 """Scenario 3: how fast intents are created.
 
 - Library: `Tidings.notify`, one intent per transaction, one thread.
-- HTTP: `POST /v1/intents` to `tidings serve` (loopback), from 1 and from 8
-  client threads, each with its own keep-alive connection, and from 8 to
-  `tidings serve --workers 2`.
+- HTTP: `POST /v1/intents` to `tidings serve` and to the thinnest app doing
+  the create's SQL, client and server pinned apart (creation_http.py).
 - The create's own SQL: the statements one `notify` issues, replayed with
   fresh keys and no engine logic (bench/same_sql.py), the limit `notify`
   is measured against.
 - Bulk: `POST /v1/jobs` freezing an audience with COPY (the request's own
-  time), and freeze plus preparation (channels resolved, intents created).
+  time), and freeze plus preparation (channels resolved, intents created);
+  beside it, the same job's own SQL replayed with no engine logic
+  (bench/same_sql_job.py), the limit freeze plus preparation is measured
+  against.
 
 `notify` and `POST /v1/intents` start from a database with statistics
 (`seed.settled`), as a system is a minute after its first intents.
@@ -16,20 +18,19 @@
 
 from __future__ import annotations
 
-import threading
 import time
-from functools import partial
 
 from bench import api_client
 from bench.context import Context
 from bench.model import Measure, ScenarioResult, repeat
-from bench.procs import api, serve_command
+from bench.pinning import CLIENT, SERVER, pinned
+from bench.procs import api
 from bench.same_sql import capture_create, create_limit
-from bench.seed import engine, intent_body, published_template, request, settled
+from bench.same_sql_job import JobTrace, capture_job, job_limit
+from bench.scenarios import creation_http
+from bench.seed import engine, published_template, request, settled
 
 TITLE = "3. Creation"
-# (clients, API processes): `tidings serve` as users run it, 1 and 2 processes.
-HTTP_CASES = ((1, 1), (8, 1), (8, 2))
 FROZEN = {"dispatching", "complete", "complete_with_failures"}
 
 
@@ -43,7 +44,8 @@ def run(ctx: Context) -> ScenarioResult:
         Measure("create.notify", "library notify, 1 intent/tx", "intents/s", values["rate"],
                 ("sql.create", "procrastinate.enqueue_one")),
     ]  # fmt: skip
-    for part, label in ((_http, "HTTP POST /v1/intents"), (_jobs, "bulk job freeze")):
+    parts = ((creation_http.measure, "HTTP POST /v1/intents"), (_jobs, "bulk job freeze"))
+    for part, label in parts:
         try:
             part(ctx, template, result)
         except Exception as exc:  # keep the other figures of this scenario
@@ -76,76 +78,33 @@ def _notify_once(ctx: Context, template: str) -> dict[str, float]:
     return rates
 
 
-def _notify_loop(ctx: Context, dsn: str) -> float:
-    with engine(dsn, 2) as t:
-        started, done = time.perf_counter(), 0
-        while done < ctx.config.intents and time.perf_counter() - started < ctx.config.seconds:
-            t.notify(**request(t, "notify", done))
-            done += 1
-        return done / (time.perf_counter() - started)
-
-
-def _http(ctx: Context, template: str, result: ScenarioResult) -> None:
-    reason = api_client.unavailable()
-    if reason:
-        result.notes.append(f"HTTP POST /v1/intents: {reason}")
-        return
-    for clients, processes in HTTP_CASES:
-        values = repeat(
-            ctx.config.repetitions, partial(_http_once, ctx, template, clients, processes)
-        )
-        key = f"create.http_c{clients}" + (f"_p{processes}" if processes > 1 else "")
-        label = f"POST /v1/intents, {clients} client(s), tidings serve --workers {processes}"
-        result.measures.append(Measure(key, label, "intents/s", values["rate"], ("create.notify",)))
-        if sum(values["errors"]):
-            result.notes.append(f"{clients} client(s): {sum(values['errors']):.0f} non-201 answers")
-
-
-def _http_once(ctx: Context, template: str, clients: int, processes: int) -> dict[str, float]:
-    name, dsn = ctx.server.fresh("http", template)
-    key = api_client.create_key(dsn)
-    counts = {"done": 0, "errors": 0}
-    lock = threading.Lock()
-    try:
-        with engine(dsn, 2) as t:
-            settled(t, dsn)
-        with serve_command(dsn, processes, pool_size=clients + 4) as base_url:
-            started = time.perf_counter()
-            deadline = started + ctx.config.seconds
-
-            def post(worker: int) -> None:
-                with api_client.client(base_url, key) as http:
-                    for i in range(worker, ctx.config.intents, clients):
-                        if time.perf_counter() >= deadline:
-                            return
-                        reply = http.post("/v1/intents", json=intent_body("http", i))
-                        with lock:
-                            counts["done" if reply.status_code == 201 else "errors"] += 1
-
-            threads = [threading.Thread(target=post, args=(w,)) for w in range(clients)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            elapsed = time.perf_counter() - started
-        return {"rate": counts["done"] / elapsed, "errors": counts["errors"]}
-    finally:
-        ctx.server.drop(name)
-
-
 def _jobs(ctx: Context, template: str, result: ScenarioResult) -> None:
     reason = api_client.unavailable("jobs")
     if reason:
         result.notes.append(f"bulk job freeze: {reason}")
         return
     size = 100_000 if ctx.config.full else 10_000
-    values = repeat(ctx.config.repetitions, lambda: _freeze_once(ctx, template, size))
+    # Once per run, as dispatch's trace: a changed statement sequence shows
+    # up as a replay that leaves other counts, and fails the bulk part.
+    trace = capture_job(ctx, template, size)
+    result.notes.append(f"sql.job_prepared: {trace.summary()}")
+    values = repeat(ctx.config.repetitions, lambda: _job_once(ctx, template, size, trace))
     result.measures += [
         Measure("create.job_freeze", f"bulk job freeze (POST /v1/jobs, COPY), {size:,}",
                 "recipients/s", values["freeze"], ("procrastinate.enqueue_batch",)),
+        Measure("sql.job_prepared", f"the job's freeze and prepare SQL, replayed with no "
+                f"engine logic, {size:,}", "recipients/s", values["same_sql"]),
         Measure("create.job_prepared", f"bulk job freeze + prepare to intents, {size:,}",
-                "recipients/s", values["prepared"], ("procrastinate.enqueue_batch",)),
+                "recipients/s", values["prepared"],
+                ("sql.job_prepared", "procrastinate.enqueue_batch")),
     ]  # fmt: skip
+
+
+def _job_once(ctx: Context, template: str, size: int, trace: JobTrace) -> dict[str, float]:
+    """The job through the API, then its own SQL alone, on twin databases in one repetition."""
+    rates = _freeze_once(ctx, template, size)
+    rates["same_sql"] = job_limit(ctx, template, trace, size)
+    return rates
 
 
 def _freeze_once(ctx: Context, template: str, size: int) -> dict[str, float]:
@@ -154,7 +113,13 @@ def _freeze_once(ctx: Context, template: str, size: int) -> dict[str, float]:
     name, dsn = ctx.server.fresh("freeze", template)
     key = api_client.create_key(dsn)
     try:
-        with api(dsn) as (base_url, _), api_client.client(base_url, key) as http:
+        # An HTTP measure: the API on the server's core, the POST on the
+        # client's; the preparation after it runs unpinned, as its replay.
+        with (
+            api(dsn, pin=SERVER) as (base_url, _),
+            api_client.client(base_url, key) as http,
+            pinned(CLIENT),
+        ):
             started = time.perf_counter()
             job = api_client.submit_job(http, "freeze", size)
             posted = time.perf_counter()

@@ -6,14 +6,18 @@ after 20 ms. With a provider that slow, throughput is bounded by how many
 sends are in flight: the sweep over the per-channel send concurrency shows
 what keeps it up. The claim batch grows with the concurrency (a claim never
 takes more than the budget), and the pool with it, so neither caps the sweep.
+The simulator runs on one core and the workers on the other
+(bench/pinning.py), as procrastinate's peer does.
 """
 
 from __future__ import annotations
 
 from functools import partial
 
+from bench import pinning
 from bench.context import Context
 from bench.model import Measure, ScenarioResult, repeat
+from bench.pinning import CLIENT, SERVER, pinned
 from bench.procs import WorkerSpec, simulator
 from bench.scenarios.dispatch import COMPARE, once
 from bench.seed import seeded_template
@@ -33,7 +37,9 @@ HTTP_COMPARE = ("procrastinate.http_worker", *COMPARE)
 def run(ctx: Context) -> ScenarioResult:
     result = ScenarioResult("http", TITLE)
     template = seeded_template(ctx, ctx.config.intents)
-    with simulator(LATENCY_MS) as (base_url, _):
+    # The HTTP server (the simulator) on one core, its load (the workers,
+    # spawned from this thread) on the other, as for procrastinate's peer.
+    with simulator(LATENCY_MS, pin=SERVER) as (base_url, _), pinned(CLIENT):
         for concurrency in CONCURRENCY:
             spec = WorkerSpec(
                 dsn="",
@@ -50,6 +56,7 @@ def run(ctx: Context) -> ScenarioResult:
             result.measures.append(
                 Measure(f"http.c{concurrency}", label, "intents/s", values["rate"], HTTP_COMPARE)
             )
+    result.notes.append(pinning.note())
     result.notes.append(
         f"ceiling per worker = concurrency / {LATENCY_MS:.0f} ms, "
         f"e.g. {1000 / LATENCY_MS * CONCURRENCY[0]:.0f}/s at {CONCURRENCY[0]}"

@@ -1,4 +1,8 @@
-"""Scenario 4: create-to-provider-call latency at half the maximum throughput.
+"""Scenario 4: create-to-provider-call latency, at two loads.
+
+At a fixed 150/s with a simulator process that posts receipts
+(latency_receipts.py: `latency.p50_150`, `latency.p99_150`, the targets),
+and, reported as information, at half the maximum throughput, here:
 
 Two worker processes idle on LISTEN/NOTIFY while producer processes
 (bench/producers.py) create intents with `notify` at half the rate scenario
@@ -20,20 +24,17 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-import psycopg
-
 from bench.context import Context
+from bench.latency_samples import latencies, shortfall
 from bench.model import Measure, ScenarioResult, percentile, repeat
 from bench.procs import WorkerGroup, WorkerSpec
 from bench.producers import produce, producers_for
 from bench.progress import wait_dispatched
-from bench.scenarios import dispatch
+from bench.scenarios import dispatch, latency_receipts
 from bench.seed import published_template, seeded_template
 
-TITLE = "4. Latency at half load"
+TITLE = "4. Latency"
 WORKERS = 2
-SHORT = 0.95  # offered below this share of the rate asked: a lighter load than asked
-WARM_UP_S = 1.0
 DRAIN_S = 5.0
 CALIBRATION_INTENTS = 3000
 
@@ -53,20 +54,12 @@ def run(ctx: Context) -> ScenarioResult:
                 f"{producers_for(rate)} producer processes)", "intents/s", offered),
     ]  # fmt: skip
     result.extra["asked"] = rate
-    _shortfall(result, rate, offered)
+    shortfall(result, rate, offered, "half the 2-worker rate")
+    try:
+        latency_receipts.measure(ctx, template, result)
+    except Exception as exc:  # keep the half-load figures
+        result.notes.append(f"latency at {latency_receipts.RATE:.0f}/s: failed: {exc!r}")
     return result
-
-
-def _shortfall(result: ScenarioResult, asked: float, offered: list[float]) -> None:
-    short = [(i, x) for i, x in enumerate(offered, 1) if x < SHORT * asked]
-    if short:
-        which = ", ".join(
-            f"repetition {i}: {x:.0f}/s ({1 - x / asked:.0%} short)" for i, x in short
-        )
-        result.notes.append(
-            f"the producers fell more than {1 - SHORT:.0%} short of the {asked:.0f}/s asked in "
-            f"{which}; those latencies are for a lighter load than half the 2-worker rate"
-        )
 
 
 def _half_load(ctx: Context, result: ScenarioResult) -> float:
@@ -91,7 +84,7 @@ def _once(ctx: Context, template: str, rate: float) -> dict[str, float]:
                 offered = produce(dsn, rate, count)
                 wait_dispatched(dsn, count, time.perf_counter(), DRAIN_S)
             received = _ledger(Path(ledgers))
-        samples = _latencies(dsn, received)
+        samples = latencies(dsn, received)
     finally:
         ctx.server.drop(name)
     return {"p50": percentile(samples, 50), "p99": percentile(samples, 99), "offered": offered}
@@ -103,20 +96,3 @@ def _ledger(folder: Path) -> dict[str, datetime]:
         for key, at in json.loads(file.read_text()):
             received.setdefault(key, datetime.fromisoformat(at))
     return received
-
-
-def _latencies(dsn: str, received: dict[str, datetime]) -> list[float]:
-    query = """
-        SELECT a.attempt_key, i.created_at FROM attempts a
-        JOIN intents i ON i.tenant_id = a.tenant_id AND i.id = a.intent_id
-        WHERE a.n = 1 AND i.idempotency_key LIKE 'bench:latency:%'
-    """
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute(query).fetchall()
-    first = min((created for _, created in rows), default=None)
-    samples = [
-        (received[key] - created).total_seconds() * 1000
-        for key, created in rows
-        if key in received and first and (created - first).total_seconds() >= WARM_UP_S
-    ]
-    return sorted(samples)

@@ -1,0 +1,49 @@
+"""Create-to-provider-call latencies, shared by scenario 4's two loads.
+
+The latency of one intent is the provider's receipt of the call (the
+simulator ledger's `received_at`) minus the intent's `created_at`, both
+from this machine's clock. The first second is warm-up (template cache,
+prepared statements) and is left out.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import psycopg
+
+from bench.model import ScenarioResult
+
+SHORT = 0.95  # offered below this share of the rate asked: a lighter load than asked
+WARM_UP_S = 1.0
+
+
+def latencies(dsn: str, received: dict[str, datetime]) -> list[float]:
+    """Sorted milliseconds from creation to the provider's call, by attempt key."""
+    query = """
+        SELECT a.attempt_key, i.created_at FROM attempts a
+        JOIN intents i ON i.tenant_id = a.tenant_id AND i.id = a.intent_id
+        WHERE a.n = 1 AND i.idempotency_key LIKE 'bench:latency:%'
+    """
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(query).fetchall()
+    first = min((created for _, created in rows), default=None)
+    samples = [
+        (received[key] - created).total_seconds() * 1000
+        for key, created in rows
+        if key in received and first and (created - first).total_seconds() >= WARM_UP_S
+    ]
+    return sorted(samples)
+
+
+def shortfall(result: ScenarioResult, asked: float, offered: list[float], load: str) -> None:
+    """A note naming the repetitions whose producers fell short of the rate asked."""
+    short = [(i, x) for i, x in enumerate(offered, 1) if x < SHORT * asked]
+    if short:
+        which = ", ".join(
+            f"repetition {i}: {x:.0f}/s ({1 - x / asked:.0%} short)" for i, x in short
+        )
+        result.notes.append(
+            f"the producers fell more than {1 - SHORT:.0%} short of the {asked:.0f}/s asked in "
+            f"{which}; those latencies are for a lighter load than {load}"
+        )
