@@ -11,12 +11,16 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 import pytest
 
 from tests.integration.observability_helpers import evaluate_alerts
 from tidings import ManualClock, Tidings
+from tidings.observability import alerts as alerts_module
 from tidings.observability.alerts import config as alert_config
+from tidings.observability.alerts import sync_alerts
 from tidings.observability.alerts.config import AlertConfig, Objective
+from tidings.store import alerts as stored
 
 from .dispatch_helpers import offer, publish_offer_template
 
@@ -61,3 +65,32 @@ def test_the_due_count_stops_at_the_cap_and_the_oldest_stays_exact(
 def test_the_due_cap_is_never_below_the_page_threshold(threshold: int) -> None:
     config = AlertConfig(due=Objective(300, 900, threshold))
     assert config.due_cap() == max(alert_config.RECIPIENTS_CAP, threshold)
+
+
+def test_a_scan_past_its_timeout_costs_the_round_only_its_own_alerts(
+    tidings: Tidings, clock: ManualClock, monkeypatch: Any
+) -> None:
+    publish_offer_template(tidings)
+    waiting = offer(tidings, 1, expires_at=clock.now() + timedelta(hours=2))
+    clock.advance(minutes=6)
+    monkeypatch.setattr(alerts_module, "SCRAPE_TIMEOUT_MS", 300)
+
+    def due_open() -> bool:
+        with tidings.db.transaction() as conn:
+            return any(r["condition"] == "due_backlog" for r in stored.open_alerts(conn))
+
+    # The canaries' scan waits on a lock until the statement timeout stops it.
+    with psycopg.connect(tidings.db.url, autocommit=False) as locker:
+        locker.execute("LOCK TABLE canary_results IN ACCESS EXCLUSIVE MODE")
+        changes = sync_alerts(tidings.db, clock.now(), AlertConfig())
+        assert changes is not None
+        opened = {a["condition"] for a in changes.opened}
+        assert opened == {"due_backlog", "urgent_backlog"}
+        # Cleared meanwhile, but a round with a scan that failed resolves nothing.
+        tidings.cancel(waiting.id, reason="member_left")
+        changes = sync_alerts(tidings.db, clock.now(), AlertConfig())
+        assert changes is not None and changes.resolved == [] and due_open()
+        locker.rollback()
+    changes = sync_alerts(tidings.db, clock.now(), AlertConfig())
+    assert changes is not None
+    assert {a["condition"] for a in changes.resolved} == opened and not due_open()

@@ -15,7 +15,6 @@ import psycopg
 
 from tidings.observability.alerts.config import AlertConfig, Objective, Severity
 from tidings.observability.alerts.webhook import jsonable
-from tidings.observability.metrics import SCRAPE_TIMEOUT_MS
 from tidings.observability.transition_rows import allowed_transitions
 from tidings.store import alert_scans, lanes, metrics_reads, transition_audit
 from tidings.store.database import Row
@@ -35,7 +34,6 @@ class Alert:
 
 
 def evaluate(conn: Conn, now: datetime, config: AlertConfig) -> list[Alert]:
-    metrics_reads.limit_statement_time(conn, SCRAPE_TIMEOUT_MS)
     reconciled = metrics_reads.last_reconciliation(conn)
     last = {(r["tenant_id"], r["channel"]): r["at"] for r in reconciled}
     unknown_since = now - timedelta(seconds=config.unknown_window_seconds)
