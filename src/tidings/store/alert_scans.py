@@ -31,9 +31,11 @@ def delivery_unknown(conn: Conn, since: datetime) -> list[Row]:
     return fetch_all(conn, "alert_delivery_unknown", {"since": since})
 
 
-def due(conn: Conn, now: datetime) -> list[Row]:
-    """Per channel: intents due and not claimed, and whether a kill switch holds them."""
-    return fetch_all(conn, "alert_due", {"now": now})
+def due(conn: Conn, now: datetime, cap: int) -> list[Row]:
+    """Per channel: intents due and not claimed, and whether a kill switch
+    holds them. The oldest due is exact; intents and distinct recipients are
+    those of the oldest `cap` + 1 (`intents_more` says there are more)."""
+    return fetch_all(conn, "alert_due", {"now": now, "cap": cap})
 
 
 def impossible_transitions(conn: Conn, allowed: Mapping[str, list[str]]) -> list[Row]:

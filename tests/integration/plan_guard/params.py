@@ -170,7 +170,6 @@ UNBOUNDED: dict[str, str] = {
 # grow when history does, but may read more than a page. The load keeps
 # 12% of 120,000 intents in flight, far more than a healthy engine.
 BACKLOG: dict[str, int] = {
-    "alert_due": 8000,
     "alert_pending_too_long": 3000,
     "alert_retrying": 3000,
     "console_due": 1500,
@@ -187,9 +186,12 @@ BACKLOG: dict[str, int] = {
 # unreconciled alert counts distinct recipients among the oldest `cap`
 # intents in flight of each event class and channel (issue 38, item 4):
 # six groups here, a thousand rows each. Its count and oldest, and the
-# console's and the metric's unreconciled reads, cost a page.
+# console's and the metric's unreconciled reads, cost a page. The due
+# alert reads the oldest `cap` + 1 due of each tenant's channel, lane by
+# lane (a tenant's single intents, each job's).
 CAPPED: dict[str, int] = {
     "alert_unreconciled": 25000,
+    "alert_due": 8000,
 }
 
 # Caught by the guard and not fixed yet, each with what is left: strict

@@ -81,8 +81,10 @@ from tidings.observability.alerts.requests import evaluate_requests
 from tidings.observability.alerts.retries import evaluate_retries
 from tidings.observability.alerts.rules import Alert, Conn, evaluate
 from tidings.observability.alerts.webhook import AlertWebhook, deliver_pending
+from tidings.observability.metrics import SCRAPE_TIMEOUT_MS
 from tidings.runtime import Runtime
 from tidings.store import alerts as stored
+from tidings.store import metrics_reads
 from tidings.store.database import Database, Row
 
 log = logging.getLogger("tidings.alerts")
@@ -95,14 +97,34 @@ ROUND_SCOPE = "alerts"  # the periodic evaluation's row in alert_rounds
 ROUND_SPACING = 20.0
 
 
+EVALUATORS = (evaluate, evaluate_retries, evaluate_requests, evaluate_refusals, evaluate_canaries)
+
+
+@dataclass
+class Evaluation:
+    alerts: list[Alert] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # evaluators past the timeout
+
+
+def evaluate_each(conn: Conn, now: datetime, config: AlertConfig) -> Evaluation:
+    """Every condition, each evaluator in a savepoint of its own: one whose
+    scan runs past the statement timeout (a backlog far larger than the
+    scans were shaped for) costs the round its own alerts, not the others':
+    one shared failure left the round with no alert at all, at the moment
+    the backlog alerts mattered most."""
+    metrics_reads.limit_statement_time(conn, SCRAPE_TIMEOUT_MS)
+    found = Evaluation()
+    for evaluator in EVALUATORS:
+        try:
+            with conn.transaction():
+                found.alerts += evaluator(conn, now, config)
+        except psycopg.errors.QueryCanceled:
+            found.failed.append(evaluator.__name__)
+    return found
+
+
 def every_condition(conn: Conn, now: datetime, config: AlertConfig) -> list[Alert]:
-    return [
-        *evaluate(conn, now, config),
-        *evaluate_retries(conn, now, config),
-        *evaluate_requests(conn, now, config),
-        *evaluate_refusals(conn, now, config),
-        *evaluate_canaries(conn, now, config),
-    ]
+    return evaluate_each(conn, now, config).alerts
 
 
 @dataclass
@@ -132,8 +154,15 @@ def sync_alerts(
                 conn, ROUND_SCOPE, now, every, ROUND_SPACING
             ):
                 return None
-            alerts = every_condition(conn, now, config or AlertConfig.from_env())
-            changes = store(conn, alerts, now)
+            found = evaluate_each(conn, now, config or AlertConfig.from_env())
+            if found.failed:
+                log.warning(
+                    "alert round: %s ran past the statement timeout; their alerts are left "
+                    "as they were, and nothing is resolved this round",
+                    ", ".join(found.failed),
+                )
+            # A condition not evaluated is not a condition cleared.
+            changes = store(conn, found.alerts, now, resolve=not found.failed)
             if every is not None:
                 took = time.monotonic() - started
                 stored.record_round_cost(conn, ROUND_SCOPE, took)
@@ -148,8 +177,9 @@ def sync_alerts(
         raise
 
 
-def store(conn: Conn, alerts: list[Alert], now: datetime) -> AlertChanges:
-    """Make the open alerts match `alerts`: open new ones, resolve cleared ones."""
+def store(conn: Conn, alerts: list[Alert], now: datetime, *, resolve: bool = True) -> AlertChanges:
+    """Make the open alerts match `alerts`: open new ones, resolve cleared
+    ones (unless not `resolve`: some condition was not evaluated)."""
     changes = AlertChanges()
     open_rows = {(r["tenant_id"], r["key"]): r for r in stored.open_alerts(conn)}
     for alert in alerts:
@@ -180,7 +210,7 @@ def store(conn: Conn, alerts: list[Alert], now: datetime) -> AlertChanges:
             )
             if updated is not None:
                 changes.updated.append(updated)
-    for stale in open_rows.values():
+    for stale in open_rows.values() if resolve else ():
         resolved = stored.resolve_alert(conn, stale["tenant_id"], stale["id"], now)
         if resolved is not None:
             changes.resolved.append(resolved)

@@ -87,6 +87,12 @@ class AlertConfig:
         thresholds = [o.page_recipients for o in (self.unreconciled, *self.objectives.values())]
         return max(RECIPIENTS_CAP, *thresholds)
 
+    def due_cap(self) -> int:
+        """Where the due scan stops reading each tenant's channel
+        (alert_scans.sql, alert_due): RECIPIENTS_CAP, or the due page
+        threshold when it is larger, so the rule still pages past it."""
+        return max(RECIPIENTS_CAP, self.due.page_recipients)
+
     def objective_for(self, event_class: str, channel: str) -> Objective:
         return (
             self.objectives.get(f"{event_class}:{channel}")

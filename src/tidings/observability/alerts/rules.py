@@ -15,7 +15,6 @@ import psycopg
 
 from tidings.observability.alerts.config import AlertConfig, Objective, Severity
 from tidings.observability.alerts.webhook import jsonable
-from tidings.observability.metrics import SCRAPE_TIMEOUT_MS
 from tidings.observability.transition_rows import allowed_transitions
 from tidings.store import alert_scans, lanes, metrics_reads, transition_audit
 from tidings.store.database import Row
@@ -35,7 +34,6 @@ class Alert:
 
 
 def evaluate(conn: Conn, now: datetime, config: AlertConfig) -> list[Alert]:
-    metrics_reads.limit_statement_time(conn, SCRAPE_TIMEOUT_MS)
     reconciled = metrics_reads.last_reconciliation(conn)
     last = {(r["tenant_id"], r["channel"]): r["at"] for r in reconciled}
     unknown_since = now - timedelta(seconds=config.unknown_window_seconds)
@@ -50,7 +48,7 @@ def evaluate(conn: Conn, now: datetime, config: AlertConfig) -> list[Alert]:
             config,
         ),
         *_unknown(alert_scans.delivery_unknown(conn, unknown_since), last, now, config),
-        *_due(alert_scans.due(conn, now), last, now, config),
+        *_due(alert_scans.due(conn, now, config.due_cap()), last, now, config),
         *_urgent(lanes.urgent_backlog(conn, now), now, config),
         *_impossible(alert_scans.impossible_transitions(conn, allowed)),
         *_quarantined(alert_scans.quarantined(conn, quarantine_since)),
@@ -161,8 +159,10 @@ def _due(
                 f"`tidings timeline {row['oldest_id']}`; the kill switch is {KILL_SWITCH}."
             )
         reconciled = last.get((row["tenant_id"], row["channel"]))
+        # Past the cap the scan stopped counting: the oldest are all it read.
+        count = f"at least {row['intents']:,}" if row["intents_more"] else row["intents"]
         summary = (
-            f"{row['channel']}: {row['intents']} intent(s) due and unclaimed, oldest due for "
+            f"{row['channel']}: {count} intent(s) due and unclaimed, oldest due for "
             f"{duration_text(age)}{' (kill switch on)' if row['kill_switch'] else ''}"
         )
         details = _details(
@@ -172,6 +172,8 @@ def _due(
         details["oldest_nonterminal_age_seconds"] = round(_seconds(now, row["oldest_at"]), 3)
         details["kill_switch"] = row["kill_switch"]
         details["held_intents"] = row["held_intents"]
+        # True when the counts stopped at the cap: they are "at least".
+        details["affected_intents_more"] = row["intents_more"]
         yield Alert(
             row["tenant_id"],
             f"due_backlog:{row['channel']}",
