@@ -109,6 +109,23 @@ def _main_job_counts() -> list[str]:
     return [f.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1) for f in found]
 
 
+def _index_from(migration: str, name: str) -> str:
+    """The CREATE INDEX statement of index `name`, as `migration` wrote it."""
+    text = (resources.files("tidings.store") / "sql" / "migrations" / migration).read_text()
+    found = re.search(rf"CREATE INDEX {name} ON .*?;", text, re.S)
+    assert found is not None, (migration, name)
+    return found.group(0)
+
+
+# The intents indexes 0048 merged into 0034's listing indexes, as their
+# migrations made them: put back, they give the schema before 0048.
+BEFORE_0048 = [
+    _index_from("0004_contacts.sql", "intents_recipient"),
+    _index_from("0029_key_lineage_cancel_indexes.sql", "intents_event_class"),
+    _index_from("0029_key_lineage_cancel_indexes.sql", "intents_correlation"),
+    _index_from("0031_read_indexes.sql", "intents_open_oldest"),
+]
+
 INTENT_COUNTS_TRIGGERS = (
     "intent_counts_inserted",
     "intent_counts_updated",
@@ -154,6 +171,7 @@ def _all_removed() -> tuple[list[str], dict[str, str]]:
 
 VARIANTS["-all of the above"] = _all_removed()
 VARIANTS["as main before issue 42's fixes"] = (_main_job_counts(), {})
+VARIANTS["as before 0048"] = (BEFORE_0048, {})
 
 
 def _replay(dsn: str, trace: Any, index: int, seconds: float, overrides: dict[str, str],
