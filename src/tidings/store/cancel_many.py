@@ -42,13 +42,16 @@ def count_final_matching(
     return int(row["n"]) if row else 0
 
 
+_START = UUID(int=0)
+
+
 @dataclass(frozen=True)
 class Position:
     """Where the last batch ended: its last row's creation time and id.
     Empty (the start) before the first batch."""
 
     created_at: datetime | None = None
-    id: UUID = UUID(int=0)
+    id: UUID = _START
 
 
 def open_matching(

@@ -173,9 +173,13 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "cancel_candidates[correlation_id]": (
         "cancel_candidates",
-        {"event_class": None, "correlation_id": f"c{G // 10 + 9}", "after_at": None,
-         "after_id": None},
-    ),  # fmt: skip
+        {
+            "event_class": None,
+            "correlation_id": f"c{G // 10 + 9}",
+            "after_at": None,
+            "after_id": None,
+        },
+    ),
     "list_intents[recipient_ref]": ("list_intents", {"recipient_ref": f"r{G}"}),
     "list_intents[event_class]": ("list_intents", {"event_class": "offer"}),
     "list_intents[state]": ("list_intents", {"state": "sending"}),
