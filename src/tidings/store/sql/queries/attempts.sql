@@ -160,21 +160,18 @@ WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s
 -- attempt row before it decides (attempt_for_recovery), so a mark and a
 -- recovery never both win: a mark waiting on that lock finds the row gone.
 --
--- No LIMIT of the group's size on the input, unlike the batch statements
--- planned each time: this one is prepared, and with the group's size as a
--- parameter the plan cache weighed each group's custom plan against the
--- generic plan, and in some runs planned the mark anew at every execution
--- (a planning reads the metapages of every empty index it could use: 40
--- buffers a mark on the benchmark's database; docs/benchmarks.md, "The
--- call-started mark's plan"). Without it every group is estimated alike,
--- so the generic plan is kept from the sixth execution; its probes do not
--- depend on the estimate: the checked rows the UPDATE joins are estimated
--- at one (`paused_until IS NULL` and the flags), so each is a primary-key
--- probe of its attempt's partition.
+-- Planned for the group at hand, never kept as a prepared statement's
+-- generic plan: one made while the month's attempts partition was young
+-- (or, as in the benchmark, empty after an ANALYZE) joins the group to the
+-- partition by a sequential scan, and keeps scanning it for every group as
+-- it grows until the next analysis (22 buffers per intent at 2,000
+-- intents; docs/benchmarks.md, "The call-started mark's plan").
+-- plan: each time
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb)
          AS t (tenant_id text, intent_id uuid, n int, version int,
                opted_out boolean, suppressed boolean, account text)
+    LIMIT %(count)s  -- the batch's size, for the planner (see attempts_accepted)
 ), checked AS (
     SELECT t.tenant_id, t.intent_id, t.n,
            (i.state = 'sending' AND i.version = t.version
