@@ -70,6 +70,23 @@ def test_a_filtered_cancel_moves_only_the_matching_open_intents(
         tidings.cancel_where("operator")  # no filter: never "cancel everything"
 
 
+def test_a_filtered_cancel_walks_its_batches_to_the_end(
+    tidings: Tidings, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Batches of 3 over 8 intents of one class created at one instant (the
+    # clock stands still): the cursor is (created_at, id), so the ties are
+    # ordered by id and none is skipped or read twice.
+    monkeypatch.setattr(cancel_module, "BATCH_SIZE", 3)
+    publish_offer_template(tidings)
+    spin = [offer(tidings, n, event_class="spin-771") for n in range(1, 9)]
+    other = offer(tidings, 9, event_class="yoga-12")
+    tidings.cancel(spin[4].id, reason="member_left")
+    counts = tidings.cancel_where("class_canceled", event_class="spin-771")
+    assert (counts.canceled, counts.already_final) == (7, 1)
+    assert {tidings.get(i.id).state for i in spin} == {IntentState.CANCELED}
+    assert tidings.get(other.id).state is IntentState.PENDING
+
+
 def test_bulk_cancels_over_http(api: TestClient, tidings: Tidings) -> None:
     ids = []
     for n in range(1, 4):

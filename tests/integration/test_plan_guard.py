@@ -5,7 +5,8 @@ The tables are loaded (plan_guard/load.sql: 120,000 intents with their
 attempts, receipts, audit, events and job recipients, three tenants, four
 jobs) with autovacuum off, so the planner sees them as a fresh job's
 tables are seen in production: sized, never analyzed. Each read query runs
-under EXPLAIN (ANALYZE, BUFFERS) with the parameters of plan_guard/params.py;
+under EXPLAIN (ANALYZE, BUFFERS) with the parameters of plan_guard/params.py
+(and again with each of its CASES there: the filters its defaults leave out);
 then as much history again is loaded (plan_guard/grow.sql) and each query
 runs again. A query fails when it reads more shared buffers than its bound
 (a page of 50 rows: 1,000), or when the second load shows in what it reads:
@@ -28,7 +29,7 @@ import pytest
 from tests.databases import clone_database, drop_database
 
 from .plan_guard.explain import buffers, guarded, is_read
-from .plan_guard.params import BACKLOG, CAPPED, LEFT, NOT_PLANNED, UNBOUNDED
+from .plan_guard.params import BACKLOG, CAPPED, CASES, LEFT, NOT_PLANNED, UNBOUNDED
 
 HERE = Path(__file__).parent / "plan_guard"
 # A page of 50 rows read by index: a few hundred buffers. A scan of any of
@@ -108,6 +109,8 @@ def test_every_exception_names_a_query_and_a_reason() -> None:
     assert all(is_read(queries[n]) for n in capped)
     assert all("%(cap)s" in queries[n] for n in CAPPED)
     assert all(reason for reason in {**NOT_PLANNED, **UNBOUNDED, **LEFT}.values())
+    # Each case plans a query the guard plans, so none is silently skipped.
+    assert {query for query, _ in CASES.values()} <= set(guarded())
 
 
 def test_the_loads_are_packaged_beside_the_guard() -> None:

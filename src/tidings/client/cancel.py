@@ -26,7 +26,6 @@ from tidings.store import ledger
 from tidings.store.database import Database
 
 BATCH_SIZE = 500
-_FIRST = UUID(int=0)
 
 
 @dataclass(frozen=True)
@@ -71,21 +70,21 @@ def cancel_many(
     which.check()
     with db.transaction() as conn:
         already_final = matching.count_final_matching(conn, tenant, **which.params())
-    canceled, after = 0, _FIRST
+    canceled, after = 0, matching.Position()
     while True:
         with db.transaction() as conn:
-            ids = matching.open_matching(
+            found = matching.open_matching(
                 conn, tenant, after=after, limit=batch_size, **which.params()
             )
-            for intent_id in ids:
+            for position in found:
                 try:
-                    cancel_intent(conn, tenant, intent_id, reason, now, actor)
+                    cancel_intent(conn, tenant, position.id, reason, now, actor)
                     canceled += 1
                 except AlreadyTerminal:  # finished between the read and the move
                     already_final += 1
-        if len(ids) < batch_size:
+        if len(found) < batch_size:
             return CancelCounts(canceled, already_final)
-        after = ids[-1]
+        after = found[-1]
 
 
 # A cancel retries when it loses a race to a worker; each retry re-reads the

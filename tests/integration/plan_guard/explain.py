@@ -11,7 +11,7 @@ import psycopg
 
 from tidings.store.queries import all_queries
 
-from .params import NOT_PLANNED, UNBOUNDED, params_for
+from .params import CASES, NOT_PLANNED, UNBOUNDED, params_for, query_of
 
 _PARAM = re.compile(r"%\((\w+)\)s")
 _COMMENT = re.compile(r"--[^\n]*")
@@ -26,12 +26,14 @@ def is_read(sql: str) -> bool:
 
 
 def guarded() -> list[str]:
-    """Every read query the guard plans; those listed in `LEFT` xfail strictly."""
-    return sorted(
+    """Every read query the guard plans, and each of its CASES; those listed
+    in `LEFT` xfail strictly."""
+    names = [
         name
         for name, sql in all_queries().items()
         if is_read(sql) and name not in NOT_PLANNED and name not in UNBOUNDED
-    )
+    ]
+    return sorted(names + [case for case, (query, _) in CASES.items() if query in names])
 
 
 def left_out() -> set[str]:
@@ -39,7 +41,8 @@ def left_out() -> set[str]:
 
 
 def buffers(conn: psycopg.Connection[Any], name: str) -> tuple[int, dict[str, Any]]:
-    sql = all_queries()[name]
+    """`name`: a query, or a case of CASES (`query[what]`)."""
+    sql = all_queries()[query_of(name)]
     args = params_for(name, set(_PARAM.findall(sql)))
     with conn.transaction(force_rollback=True):
         row = conn.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", args).fetchone()

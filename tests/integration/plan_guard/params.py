@@ -103,8 +103,17 @@ DEFAULTS: dict[str, Any] = {
 
 # Where a query's own parameters mean something else than the default.
 OVERRIDES: dict[str, dict[str, Any]] = {
+    # A cancel by event class, from the middle of the class's intents: half
+    # of t1's intents are of class `offer`, a sixth of them open.
+    "cancel_candidates": {
+        "event_class": "offer",
+        "recipient_ref": None,
+        "correlation_id": None,
+        "after_at": START + timedelta(seconds=G),
+        "after_id": intent_id(G),
+    },
     # A cancel by job: the filter the bulk cancel is slow on.
-    "cancel_candidates": {"after": intent_id(G)},
+    "cancel_candidates_in_job": {"after_id": intent_id(G)},
     "count_final_matching": {},
     # GET /v1/intents: the first page of a tenant's newest intents.
     "list_intents": {
@@ -154,6 +163,29 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "alert_provider_refused": {"since": START + timedelta(seconds=120000 - 3600)},
 }
 
+# More parameters of a query, each planned as a case of its own (named
+# `query[what]`): the filters its defaults leave NULL, each found through
+# another index. The readers of the indexes 0048 merged are all here.
+CASES: dict[str, tuple[str, dict[str, Any]]] = {
+    "cancel_candidates[recipient_ref]": (
+        "cancel_candidates",
+        {"event_class": None, "recipient_ref": f"r{G + 85}", "after_at": None, "after_id": None},
+    ),
+    "cancel_candidates[correlation_id]": (
+        "cancel_candidates",
+        {
+            "event_class": None,
+            "correlation_id": f"c{G // 10 + 9}",
+            "after_at": None,
+            "after_id": None,
+        },
+    ),
+    "list_intents[recipient_ref]": ("list_intents", {"recipient_ref": f"r{G}"}),
+    "list_intents[event_class]": ("list_intents", {"event_class": "offer"}),
+    "list_intents[state]": ("list_intents", {"state": "sending"}),
+    "list_intents[correlation_id]": ("list_intents", {"correlation_id": f"c{G // 10}"}),
+}
+
 # Reads whose cost is what they are for: they cannot be bounded by a page.
 UNBOUNDED: dict[str, str] = {
     "metrics_attempts_histogram": "a scrape's histogram over every finished intent",
@@ -173,7 +205,6 @@ BACKLOG: dict[str, int] = {
     "alert_pending_too_long": 3000,
     "alert_retrying": 3000,
     "console_due": 1500,
-    "console_oldest": 3000,
     "expired_lease_ids": 3000,
     "expired_leases": 3000,
     "lanes_due": 3000,
@@ -223,6 +254,13 @@ NOT_PLANNED: dict[str, str] = {
 }
 
 
-def params_for(name: str, needed: set[str]) -> dict[str, Any]:
-    chosen = {**DEFAULTS, **OVERRIDES.get(name, {})}
+def query_of(case: str) -> str:
+    """The named query a case plans: a case of CASES, or the query itself."""
+    return CASES[case][0] if case in CASES else case
+
+
+def params_for(case: str, needed: set[str]) -> dict[str, Any]:
+    query = query_of(case)
+    extra = CASES[case][1] if case in CASES else {}
+    chosen = {**DEFAULTS, **OVERRIDES.get(query, {}), **extra}
     return {k: chosen[k] for k in needed}

@@ -109,10 +109,8 @@ CREATE INDEX intents_quarantined ON intents (tenant_id, terminal_at)
 -- Outcomes that stayed unknown, counted and paged on (migration 0019).
 CREATE INDEX intents_unknown ON intents (tenant_id, event_class, channel, terminal_at)
     WHERE state = 'unknown';
--- The console's oldest open intents, and deadlines passed with no call
--- made: each read from its own rows (0031, issue #38).
-CREATE INDEX intents_open_oldest ON intents (tenant_id, created_at, id)
-    WHERE state IN ('pending', 'sending', 'accepted', 'resend_due', 'reconciling');
+-- Deadlines passed with no call made: read from their own rows (0031,
+-- issue #38; its intents_open_oldest is intents_listing_state's since 0048).
 CREATE INDEX intents_expired_unsent ON intents (tenant_id, event_class)
     WHERE state = 'expired' AND attempt_count = 0;
 CREATE INDEX intents_retention_groups ON intents (tenant_id, policy_version, terminal_at)
@@ -455,13 +453,10 @@ CREATE TABLE suppressions (
     PRIMARY KEY (tenant_id, channel, destination_hash)
 );
 
--- Frequency caps count one recipient's recent attempts per channel.
-CREATE INDEX intents_recipient ON intents (tenant_id, recipient_ref, channel);
--- Bulk cancels by event class or correlation id (migration 0029): one
--- request, one rate token, so never a walk of all the tenant's intents.
-CREATE INDEX intents_event_class ON intents (tenant_id, event_class, id);
-CREATE INDEX intents_correlation ON intents (tenant_id, correlation_id, id)
-    WHERE correlation_id IS NOT NULL;
+-- Frequency caps count one recipient's recent attempts per channel, and
+-- bulk cancels by event class or correlation id (0029) never walk all the
+-- tenant's intents: both through the listing indexes below (0034) since
+-- 0048 merged each pair.
 
 -- Zones an SMS destination may be in, when the caller gave no time zone:
 -- a send window must then be open in all of them.
@@ -1175,7 +1170,9 @@ CREATE TRIGGER job_counts_attempts_deleted AFTER DELETE ON attempts
     REFERENCING OLD TABLE AS old_rows
     FOR EACH STATEMENT EXECUTE FUNCTION job_counts_attempts_deleted();
 -- Finding intents (0034, docs/finding.md): newest first by (created_at, id),
--- one index per leading filter, so a page costs a page.
+-- one index per leading filter, so a page costs a page. Since 0048 they
+-- serve the older readers of the same leading columns too: recent_sends,
+-- bulk cancels in (created_at, id) order, the console's oldest open intents.
 CREATE INDEX intents_listing ON intents (tenant_id, created_at, id);
 CREATE INDEX intents_listing_recipient ON intents (tenant_id, recipient_ref, created_at, id);
 CREATE INDEX intents_listing_event_class ON intents (tenant_id, event_class, created_at, id);

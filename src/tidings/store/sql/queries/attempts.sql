@@ -159,6 +159,14 @@ WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s
 -- marked ones. Lease recovery locks the
 -- attempt row before it decides (attempt_for_recovery), so a mark and a
 -- recovery never both win: a mark waiting on that lock finds the row gone.
+--
+-- Planned for the group at hand, never kept as a prepared statement's
+-- generic plan: one made while the month's attempts partition was young
+-- (or, as in the benchmark, empty after an ANALYZE) joins the group to the
+-- partition by a sequential scan, and keeps scanning it for every group as
+-- it grows until the next analysis (22 buffers per intent at 2,000
+-- intents; docs/benchmarks.md, "The call-started mark's plan").
+-- plan: each time
 WITH input AS (
     SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb)
          AS t (tenant_id text, intent_id uuid, n int, version int,

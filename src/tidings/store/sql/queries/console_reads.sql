@@ -18,13 +18,24 @@ WHERE tenant_id = %(tenant_id)s AND code <> ''
 GROUP BY code, state HAVING sum(n) <> 0 ORDER BY n DESC, code;
 
 -- name: console_oldest
--- The oldest nonterminal intents: where an operator starts reading.
-SELECT id, event_class, channel, state, created_at, accepted_at, last_status_at, next_due_at,
-       job_id, template_name, template_revision
-FROM intents
-WHERE tenant_id = %(tenant_id)s
-  AND state IN ('pending', 'sending', 'accepted', 'resend_due', 'reconciling')
-ORDER BY created_at, id
+-- The oldest nonterminal intents: where an operator starts reading. The
+-- oldest of each open state, each read from the front of
+-- intents_listing_state (0034; 0048 dropped the open-only time index),
+-- then the oldest of those: five short index walks, never the tenant's
+-- open backlog sorted. The IN list is repeated inside so the planner can
+-- see the partial index's predicate hold for `state = s.state`.
+SELECT o.* FROM unnest(ARRAY['pending', 'sending', 'accepted', 'resend_due', 'reconciling'])
+    AS s (state)
+CROSS JOIN LATERAL (
+    SELECT id, event_class, channel, state, created_at, accepted_at, last_status_at,
+           next_due_at, job_id, template_name, template_revision
+    FROM intents
+    WHERE tenant_id = %(tenant_id)s AND state = s.state
+      AND state IN ('pending', 'sending', 'accepted', 'resend_due', 'reconciling')
+    ORDER BY created_at, id
+    LIMIT %(limit)s
+) o
+ORDER BY o.created_at, o.id
 LIMIT %(limit)s;
 
 -- name: console_state_changes
