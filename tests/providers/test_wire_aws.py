@@ -229,8 +229,10 @@ def test_a_bad_request_about_the_sender_suppresses_nobody() -> None:
 @pytest.mark.parametrize(
     ("local", "wire_code", "code"),
     [
-        ("badsender", "MessageRejected", RejectCode.CONTENT_REJECTED),
-        ("restricted", "MessageRejected", RejectCode.CONTENT_REJECTED),
+        # SES's "Email address is not verified": naming our sender, or in the
+        # sandbox the recipient (the account's restriction).
+        ("badsender", "MessageRejected", RejectCode.SENDER_REJECTED),
+        ("restricted", "MessageRejected", RejectCode.ACCOUNT_RESTRICTED),
         ("badrequest", "BadRequestException", RejectCode.REQUEST_INVALID),
         ("optout", "BadRequestException", RejectCode.REQUEST_INVALID),
     ],
@@ -549,7 +551,7 @@ def test_the_http_app_speaks_aws_and_serves_its_certificate(
     accepted = ses.send(email(), KEY)
     assert isinstance(accepted, Accepted)
     refused = ses.send(email("restricted@example.com"), KEY)
-    assert isinstance(refused, Rejected) and refused.code is RejectCode.CONTENT_REJECTED
+    assert isinstance(refused, Rejected) and refused.code is RejectCode.ACCOUNT_RESTRICTED
     aws_sms = build("aws_sms", settings(account, url, **events_settings))
     limited = aws_sms.send(sms("+447700900429"), KEY)
     assert isinstance(limited, Retryable) and limited.code is RejectCode.RATE_LIMITED
