@@ -162,7 +162,9 @@ def _run(url: str, home: Path, profile: str) -> Run:
             env["TIDINGS_SIMULATOR_URL"] = sim
             if profile in WIRED:  # the provider's real adapter, over its wire
                 env |= adapter_env(profile, sim, secret, hook)
-            api = start_api(url, home, api_port, extra_env=env)
+            # Kept beside the run: what a failure's story needs that the rows lack.
+            api_log = (home / "api.log").open("wb")
+            api = start_api(url, home, api_port, output=api_log, extra_env=env)
             try:
                 wait_http(f"http://127.0.0.1:{api_port}/healthz", api)
                 for point in POINTS:
@@ -193,6 +195,7 @@ def _run(url: str, home: Path, profile: str) -> Run:
             finally:
                 api.terminate()
                 api.wait(timeout=30)
+                api_log.close()
             run.ledger = ledger(sim)
         run.alerts = evaluate_alerts(t.db, t.clock.now())
     return run
