@@ -77,7 +77,7 @@ def take(
         receipts=receipts,
         job_counts={j: _job_counts(db_url, api_url, api_key, j) for j in jobs},
         metric_counts=_metric_counts(db_url, metrics_url),
-        profiles=_get(f"{sim_url}/_profiles"),
+        profiles=_get_object(f"{sim_url}/_profiles"),
         wire=_wire(sim_url),
     )
 
@@ -134,10 +134,20 @@ def _rows(conn: psycopg.Connection[Any], sql: str) -> list[Row]:
 
 
 def _get(url: str) -> list[Row]:
+    return list(_answer(url))
+
+
+def _get_object(url: str) -> dict[str, Any]:
+    """A JSON object's answer (`list()` of it was its keys alone: the
+    profiles read as channel names, and the first check to read them failed)."""
+    return dict(_answer(url))
+
+
+def _answer(url: str) -> Any:
     answer = call("GET", url, timeout=60.0)
     if answer is None or answer.status_code != 200:
         raise RuntimeError(f"{url} did not answer")
-    return list(answer.json())
+    return answer.json()
 
 
 def _wire(sim_url: str) -> bool:
