@@ -15,10 +15,15 @@ sides.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
+from tidings.domain.keys import intent_of_attempt_key
+from tidings.providers.correlation import expand, unescape_tag
 from tidings.providers.simulator import SimulatorConfig
 from tidings.providers.simulator.profiles import by_channel
+from tidings.providers.simulator.wire_aws import account_of as aws_account
+from tidings.providers.simulator.wire_aws_events import cert_url
 from tidings.providers.simulator.wire_postmark import server_of
 from tidings.providers.simulator.wire_sendgrid import account_of
 from tidings.providers.simulator.wire_twilio import account_of as twilio_account
@@ -27,6 +32,15 @@ from tidings.providers.simulator.wire_vonage import account_of as vonage_account
 # The profiles whose provider's own wire the simulator speaks, and the
 # channel each provider's adapter sends.
 WIRED = {"twilio": "sms", "postmark": "email", "sendgrid": "email", "vonage": "sms"}
+# AWS's three (wire_aws.py): one simulated account, its events (SES's and
+# End User Messaging SMS's; SNS posts none) in SNS envelopes.
+AWS_WIRED = {"ses": "email", "sns": "sms", "aws_sms": "sms"}
+WIRED |= AWS_WIRED
+# Wired profiles whose provider's request has no field for our reference
+# (SNS Publish: providers/sns.py): the simulator's ledger names their sends
+# by a key of the request's own, so a send is tied to its attempt only by
+# the message id the attempt recorded, and not at all when its answer was lost.
+KEYLESS = frozenset({"sns"})
 SMS_SENDER = "+15559990000"
 EMAIL_SENDER = "tidings@example.com"
 
@@ -48,6 +62,8 @@ def adapter_env(profile: str, sim_url: str, secret: str, hook: str) -> dict[str,
     the provider settings decide). `hook`: the receipts' URL."""
     config = SimulatorConfig(profile=profile, webhook_secret=secret, wire=True)
     env = {"TIDINGS_SIMULATOR_URL": "", f"TIDINGS_{WIRED[profile].upper()}_PROVIDER": profile}
+    if profile in AWS_WIRED:
+        return env | aws_env(profile, config, sim_url)
     if profile == "twilio":
         twilio = twilio_account(config)
         env |= {
@@ -87,6 +103,35 @@ def adapter_env(profile: str, sim_url: str, secret: str, hook: str) -> dict[str,
     return env
 
 
+def aws_env(profile: str, config: SimulatorConfig, sim_url: str) -> dict[str, str]:
+    """The AWS adapter `profile` (ses, sns, aws_sms) as an AWS account's:
+    boto3 pointed at the simulator, signing with the simulated account's
+    keys; SES and SMS events trusted from the simulator's SNS certificate
+    (served at `sim_url`, the simulator's own public URL) and topic alone.
+    The receipts' URL is the webhook's, set in the simulator: SNS, not the
+    request, decides where events go."""
+    aws = aws_account(config)
+    name = f"TIDINGS_{profile.upper()}"
+    env = {
+        f"{name}_REGION": aws.region,
+        f"{name}_ACCESS_KEY_ID": aws.access_key_id,
+        f"{name}_SECRET_ACCESS_KEY": aws.secret_access_key,
+        f"{name}_BASE_URL": sim_url,
+    }
+    if profile == "ses":
+        env[f"{name}_FROM"] = EMAIL_SENDER
+    else:
+        env[f"{name}_FROM"] = aws.origination_number
+    if profile in ("ses", "aws_sms"):
+        served = config.updated({"public_url": sim_url})
+        env |= {
+            f"{name}_CONFIGURATION_SET": "tidings",
+            f"{name}_SNS_TOPIC_ARNS": aws.topic_arn,
+            f"{name}_SNS_TRUSTED_CERT_URLS": cert_url(served),
+        }
+    return env
+
+
 def channels_env(spec: str, sim_url: str, secret: str, hook: str) -> dict[str, str]:
     """The environment of a worker or API for a simulator playing `spec`
     (`twilio`, or `sms=NAME,email=NAME`): each channel whose profile has a
@@ -112,14 +157,17 @@ def wired_in(spec: str) -> set[str]:
     return {p.name for p in by_channel(spec).values() if is_wired(p.name)}
 
 
-def receiver_of(headers: Mapping[str, str]) -> str:
+def receiver_of(headers: Mapping[str, str], body: bytes = b"") -> str:
     """The webhook route (`/v1/webhooks/<name>`) of a receipt the simulator
     posted, from how it is signed: the simulator's own header, Twilio's
     signature, SendGrid's signed event webhook, Postmark's Basic
-    credentials; Vonage signs inside its body."""
+    credentials, an SNS envelope (SES's event or End User Messaging SMS's,
+    told apart by the event in `body`); Vonage signs inside its body."""
     names = {k.lower() for k in headers}
     if "x-simulator-signature" in names:
         return "simulator"
+    if "x-amz-sns-message-type" in names:
+        return _sns_receiver(body)
     if "x-twilio-signature" in names:
         return "twilio"
     if "x-twilio-email-event-webhook-signature" in names:
@@ -127,3 +175,23 @@ def receiver_of(headers: Mapping[str, str]) -> str:
     if "authorization" in names:
         return "postmark"
     return "vonage"
+
+
+def _sns_receiver(body: bytes) -> str:
+    """Whose event an SNS envelope carries: SES's have a `mail` object
+    (wire_aws_events.py), End User Messaging SMS's do not."""
+    try:
+        event = json.loads(json.loads(body)["Message"])
+    except (ValueError, KeyError, TypeError):
+        return "ses"  # unreadable: either route refuses it the same way
+    return "ses" if isinstance(event, dict) and "mail" in event else "aws_sms"
+
+
+def ours(carried: str) -> str:
+    """Our attempt key as a provider's wire carried it into the simulator's
+    ledger: Vonage's client-ref compacts it, SES's tag escapes it
+    (providers/correlation.py); anything else as it is."""
+    unescaped = unescape_tag(carried)
+    if unescaped is not None and intent_of_attempt_key(unescaped) is not None:
+        return unescaped
+    return expand(carried) or carried

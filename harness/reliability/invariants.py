@@ -20,6 +20,8 @@ from harness.wires import WIRED
 from tidings.domain.states import TERMINAL_INTENT, IntentState
 from tidings.domain.transitions import TABLE, Event
 
+from .keyless import keyless, unaccounted
+
 ACCEPTED_OUTCOMES = ("accepted", "timeout_after_accept", "error_5xx_after_accept")
 # Workers scan at least every second; anything due longer than this was missed.
 DUE_SLACK = timedelta(seconds=10)
@@ -76,8 +78,12 @@ def every_send_had_a_committed_claim(s: Snapshot) -> list[str]:
     attempts = {a["attempt_key"]: a for a in s.attempts}
     claims = _claims(s)
     found = []
+    unnamed: Counter[str] = Counter()  # channel -> keyless sends no attempt names
     for entry in s.ledger_before:
         attempt = attempts.get(entry["idempotency_key"])
+        if attempt is None and keyless(s, entry):
+            unnamed[entry["channel"]] += 1
+            continue
         if attempt is None:
             found.append(f"{entry['idempotency_key']}: sent, but no attempt row exists")
             continue
@@ -86,7 +92,7 @@ def every_send_had_a_committed_claim(s: Snapshot) -> list[str]:
             found.append(f"{entry['idempotency_key']}: sent, but no claim transition exists")
         elif _when(entry["received_at"]) < claim["at"]:
             found.append(f"{entry['idempotency_key']}: sent before its claim committed")
-    return found
+    return found + unaccounted(s, unnamed)
 
 
 def no_claim_after_cancel(s: Snapshot) -> list[str]:

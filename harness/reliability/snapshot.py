@@ -18,7 +18,8 @@ import psycopg
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg.rows import dict_row
 
-from tidings.providers.correlation import expand
+from harness.wires import ours
+from tidings.domain.keys import intent_of_attempt_key
 
 from .invariants import Row, Snapshot
 from .processes import call
@@ -71,12 +72,12 @@ def take(
         attempts=attempts,
         transitions=transitions,
         observations=observations,
-        ledger_before=ledger_before,
-        ledger_after=_ours(_get(f"{sim_url}/_ledger")),
+        ledger_before=_by_message_id(ledger_before, attempts),
+        ledger_after=_by_message_id(_ours(_get(f"{sim_url}/_ledger")), attempts),
         receipts=receipts,
         job_counts={j: _job_counts(db_url, api_url, api_key, j) for j in jobs},
         metric_counts=_metric_counts(db_url, metrics_url),
-        profiles=_get(f"{sim_url}/_profiles"),
+        profiles=_get_object(f"{sim_url}/_profiles"),
         wire=_wire(sim_url),
     )
 
@@ -133,10 +134,20 @@ def _rows(conn: psycopg.Connection[Any], sql: str) -> list[Row]:
 
 
 def _get(url: str) -> list[Row]:
+    return list(_answer(url))
+
+
+def _get_object(url: str) -> dict[str, Any]:
+    """A JSON object's answer (`list()` of it was its keys alone: the
+    profiles read as channel names, and the first check to read them failed)."""
+    return dict(_answer(url))
+
+
+def _answer(url: str) -> Any:
     answer = call("GET", url, timeout=60.0)
     if answer is None or answer.status_code != 200:
         raise RuntimeError(f"{url} did not answer")
-    return list(answer.json())
+    return answer.json()
 
 
 def _wire(sim_url: str) -> bool:
@@ -148,8 +159,20 @@ def _wire(sim_url: str) -> bool:
 def _ours(ledger: list[Row]) -> list[Row]:
     """The ledger with our attempt keys as we wrote them: a provider's own
     wire carries them its way (Vonage's 40-character client-ref compacts
-    them, providers/correlation.py)."""
+    them, SES's tags escape them: harness/wires.py `ours`)."""
+    return [{**e, "idempotency_key": ours(e["idempotency_key"])} for e in ledger]
+
+
+def _by_message_id(ledger: list[Row], attempts: list[Row]) -> list[Row]:
+    """Where a wire carried no key of ours (SNS: harness/wires.py
+    `KEYLESS`), a send is its attempt's by the message id the attempt
+    recorded; one whose answer was lost keeps the request's own key."""
+    named = {a["provider_message_id"]: a["attempt_key"] for a in attempts}
+    named.pop(None, None)
     return [
-        {**e, "idempotency_key": expand(e["idempotency_key"]) or e["idempotency_key"]}
+        {**e, "idempotency_key": named[e["provider_message_id"]]}
+        if intent_of_attempt_key(e["idempotency_key"]) is None
+        and e.get("provider_message_id") in named
+        else e
         for e in ledger
     ]

@@ -40,6 +40,8 @@ FORWARDED = (
     "authorization",
     "x-twilio-email-event-webhook-signature",
     "x-twilio-email-event-webhook-timestamp",
+    # AWS's: an SNS envelope (SES's and End User Messaging SMS's events).
+    "x-amz-sns-message-type",
 )
 MAX_CAPTURES = 20_000
 # The API refuses signatures older than this (the adapter's tolerance).
@@ -136,7 +138,7 @@ class WebhookRelay:
                 # To the route of whoever signed it: a provider's own wire,
                 # or the simulator's protocol.
                 _, _, query = self.path.partition("?")
-                path = f"/v1/webhooks/{receiver_of(headers)}" + (f"?{query}" if query else "")
+                path = f"/v1/webhooks/{receiver_of(headers, body)}" + (f"?{query}" if query else "")
                 status = relay.forward(path, headers, body)
                 self.send_response(status)
                 self.send_header("content-length", "0")

@@ -23,6 +23,7 @@ from moto.ses.models import ses_backends
 
 from tests.providers.conformance import AdapterConformance, Outcome, Signature
 from tests.providers.peer_support import TOPIC_ARN, BotoStage, SnsSigner, new_id
+from tidings.domain import feedback
 from tidings.providers.aws_base import boto_client
 from tidings.providers.correlation import escape_tag, unescape_tag
 from tidings.providers.errors import ProviderConfigError
@@ -130,7 +131,8 @@ def ses_event(
 
 class SesPeer:
     retry_after_seconds = None
-    reject_code = RejectCode.CONTENT_REJECTED  # moto: MessageRejected, sender not verified
+    # moto: MessageRejected "Email address not verified <sender>": the sender's fault.
+    reject_code = RejectCode.SENDER_REJECTED
 
     def __init__(self, stage: BotoStage, signer: SnsSigner):
         self.stage = stage
@@ -289,6 +291,36 @@ def test_error_table(
     result = adapter.send(OutboundMessage("email", "member@example.test", "x"), "k")
     assert isinstance(result, kind) and result.code is normalized
     assert sent_messages() == []
+
+
+# SES's text for an identity that failed verification: the sender's, or in
+# the sandbox the recipient's (docs.aws.amazon.com/ses/latest/dg/troubleshoot-error-messages.html).
+UNVERIFIED = "Email address is not verified. The following identities failed the check in region "
+
+
+@pytest.mark.parametrize(
+    ("message", "normalized"),
+    [
+        (f"{UNVERIFIED}US-EAST-1: {SENDER}", RejectCode.SENDER_REJECTED),
+        (f"{UNVERIFIED}US-EAST-1: tidings.test, {SENDER.upper()}", RejectCode.SENDER_REJECTED),
+        (f"{UNVERIFIED}US-EAST-1: member@example.test", RejectCode.ACCOUNT_RESTRICTED),
+        (f"{UNVERIFIED}US-EAST-1: member@example.test, other@...", RejectCode.ACCOUNT_RESTRICTED),
+        # The model's own description of MessageRejected (sesv2 service-2.json).
+        ("The message can't be sent because it contains invalid content.", None),
+    ],
+)
+def test_message_rejected_says_whose_fault_and_suppresses_nobody(
+    adapter: SesAdapter, stage: BotoStage, message: str, normalized: RejectCode | None
+) -> None:
+    error = {"Code": "MessageRejected", "Message": message}
+    stage.error("SendEmail", "member@example.test", "MessageRejected", 400, Error=error)
+    result = adapter.send(OutboundMessage("email", "member@example.test", "x"), "k")
+    assert isinstance(result, Rejected) and result.provider_code == "MessageRejected"
+    assert result.code is (normalized or RejectCode.CONTENT_REJECTED)
+    assert feedback.fault(result.code.value) != "recipient"
+    assert feedback.send_lesson(result.code.value) is None
+    if normalized is not None:  # our side's refusal: the operator is alerted
+        assert result.code.value in feedback.REFUSALS
 
 
 def test_a_bad_request_is_the_requests_fault_whatever_its_text(adapter: SesAdapter) -> None:

@@ -210,7 +210,8 @@ def test_ses_internal_failure_and_a_stall_are_indeterminate() -> None:
     core, adapter, _ = wired("ses", rate_timeout=1.0)
     stalled = adapter.send(email(), KEY)
     # botocore's ReadTimeoutError: an unknown outcome, never a resend.
-    assert isinstance(stalled, Indeterminate) and "ReadTimeoutError" in stalled.detail
+    assert isinstance(stalled, Indeterminate) and stalled.code is RejectCode.TIMEOUT
+    assert "ReadTimeoutError" in stalled.detail
     assert core.ledger()[0]["outcome"] == "timeout_after_accept"
 
 
@@ -229,8 +230,10 @@ def test_a_bad_request_about_the_sender_suppresses_nobody() -> None:
 @pytest.mark.parametrize(
     ("local", "wire_code", "code"),
     [
-        ("badsender", "MessageRejected", RejectCode.CONTENT_REJECTED),
-        ("restricted", "MessageRejected", RejectCode.CONTENT_REJECTED),
+        # SES's "Email address is not verified": naming our sender, or in the
+        # sandbox the recipient (the account's restriction).
+        ("badsender", "MessageRejected", RejectCode.SENDER_REJECTED),
+        ("restricted", "MessageRejected", RejectCode.ACCOUNT_RESTRICTED),
         ("badrequest", "BadRequestException", RejectCode.REQUEST_INVALID),
         ("optout", "BadRequestException", RejectCode.REQUEST_INVALID),
     ],
@@ -549,7 +552,7 @@ def test_the_http_app_speaks_aws_and_serves_its_certificate(
     accepted = ses.send(email(), KEY)
     assert isinstance(accepted, Accepted)
     refused = ses.send(email("restricted@example.com"), KEY)
-    assert isinstance(refused, Rejected) and refused.code is RejectCode.CONTENT_REJECTED
+    assert isinstance(refused, Rejected) and refused.code is RejectCode.ACCOUNT_RESTRICTED
     aws_sms = build("aws_sms", settings(account, url, **events_settings))
     limited = aws_sms.send(sms("+447700900429"), KEY)
     assert isinstance(limited, Retryable) and limited.code is RejectCode.RATE_LIMITED
@@ -559,3 +562,53 @@ def test_the_http_app_speaks_aws_and_serves_its_certificate(
     headers, body = notification(last, account, core.config, time.time())
     [obs] = ses.verify_webhook(WebhookRequest("POST", HOOK, headers, body))
     assert obs.status is ObservedStatus.delivered and obs.attempt_key == KEY
+
+
+# Each accepted and recorded, its answer then held back (magic.py `timeout`, `0408`).
+STALLS = {"ses": email("timeout@example.com"), "aws_sms": sms("+447700900408")}
+STALLS["sns"] = STALLS["aws_sms"]
+
+
+@pytest.mark.parametrize("profile", sorted(STALLS))
+def test_a_stalled_answer_is_a_timeout_whose_outcome_is_unknown(
+    served: tuple[SimulatorCore, str], profile: str
+) -> None:
+    """#37: botocore's read timeout read as PROVIDER_ERROR. The simulator
+    took the message and holds its answer back (SNS's opt-out check is
+    answered at once): the request was sent, so the outcome is unknown
+    (reconciled, never resent), and it is a timeout."""
+    core, url = served
+    core.configure({"timeout_stall_ms": 2_000})
+    sender = {"from": SENDER} if profile == "ses" else {}
+    adapter = build(profile, settings(account_of(core.config), url, timeout="0.5", **sender))
+    result = adapter.send(STALLS[profile], KEY)
+    assert isinstance(result, Indeterminate) and result.code is RejectCode.TIMEOUT, result
+    assert "ReadTimeoutError" in result.detail
+    [entry] = core.ledger()
+    assert entry["outcome"] == "timeout_after_accept"
+
+
+@pytest.mark.parametrize("profile", sorted(STALLS))
+def test_a_connect_timeout_is_certainly_not_sent(profile: str) -> None:
+    """A peer whose accept queue is full never completes the handshake: the
+    request never left, so it is safe to send again (Retryable)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        waiting = [socket.socket() for _ in range(3)]
+        for pending in waiting:  # fill the queue: later handshakes go unanswered
+            pending.setblocking(False)
+            pending.connect_ex(("127.0.0.1", port))
+        time.sleep(0.2)
+        try:
+            account = AwsAccount(secret_access_key="unused")
+            sender = {"from": SENDER} if profile == "ses" else {}
+            endpoint = f"http://127.0.0.1:{port}"
+            adapter = build(profile, settings(account, endpoint, timeout="0.5", **sender))
+            result = adapter.send(STALLS[profile], KEY)
+        finally:
+            for pending in waiting:
+                pending.close()
+    assert isinstance(result, Retryable) and result.code is RejectCode.PROVIDER_ERROR, result
+    assert result.detail.startswith("not sent: ") and "ConnectTimeoutError" in result.detail

@@ -188,7 +188,7 @@ def test_a_receipt_over_a_providers_wire_is_found_by_its_message_and_status() ->
     s.receipts.append({**here, "profile": "twilio"})
     assert "no_observation_lost" not in broken(s)
     s.receipts.append({**here, "event_id": "E3", "status": "delivered", "profile": "twilio"})
-    s.receipts.append({**here, "event_id": "E4", "profile": "ses"})  # not on a wire
+    s.receipts.append({**here, "event_id": "E4", "profile": "ideal"})  # not on a wire
     assert len(broken(s)["no_observation_lost"]) == 2
     s.wire = False
     assert len(broken(s)["no_observation_lost"]) == 3
@@ -270,3 +270,20 @@ def test_unknown_without_a_started_call_is_caught() -> None:
 def test_unknown_where_the_provider_could_prove_absence_is_caught() -> None:
     found = broken(unknown_after(started=True, reached=False, profile=LIST_SEARCH))
     assert "can prove no request" in found["unknown_only_where_the_provider_cannot_tell"][0]
+
+
+def test_a_send_carrying_no_key_of_ours_is_counted_against_lost_answers() -> None:
+    """SNS's Publish carries nothing of ours (harness/wires.py `KEYLESS`):
+    a send whose answer was lost is named by no attempt, and must be one of
+    the started attempts that never learned their message id."""
+    s = delivered_once()
+    s.wire, s.profiles = True, {"sms": {"name": "sns"}}
+    started = {"channel": "sms", "call_started_at": at(1.2), "provider_message_id": None}
+    s.attempts = [{**s.attempts[0], **started}]
+    s.ledger_before = [{**send("sns-request-1", 1.5), "channel": "sms"}]
+    assert inv.every_send_had_a_committed_claim(s) == []
+    s.ledger_before.append({**send("sns-request-2", 1.6), "channel": "sms"})
+    [found] = inv.every_send_had_a_committed_claim(s)
+    assert found.startswith("2 sms sends carry no key of ours")
+    s.profiles = {"sms": {"name": "twilio"}}  # a wire that carries our key: both are strays
+    assert len(inv.every_send_had_a_committed_claim(s)) == 2

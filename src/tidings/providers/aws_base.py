@@ -8,8 +8,9 @@ Indeterminate outcome means.
 
 botocore's errors map onto outcomes the way httpx's do for HTTP adapters:
 ``botocore.exceptions.ConnectionError`` (DNS, refused, connect timeout, TLS
-handshake) means the request never left; ``HTTPClientError`` (read timeout,
-connection closed mid-response) means it may have been acted on.
+handshake) means the request never left (Retryable); ``HTTPClientError``
+(read timeout, connection closed mid-response) means it may have been acted
+on (Indeterminate: TIMEOUT for the read timeout, PROVIDER_ERROR otherwise).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from botocore.exceptions import (
     NoRegionError,
     ParamValidationError,
     PartialCredentialsError,
+    ReadTimeoutError,
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
@@ -105,6 +107,9 @@ class AwsAdapter(ProviderAdapter):
         ConnectionRefusedError,
     )
     maybe_sent_errors: ClassVar[tuple[type[BaseException], ...]] = (HTTPClientError, OSError)
+    # botocore's read timeout: sent, the answer late (TIMEOUT, as httpx's
+    # ReadTimeout is). Its connect timeout is a ConnectionError: not sent.
+    timeout_errors: ClassVar[tuple[type[BaseException], ...]] = (ReadTimeoutError, TimeoutError)
 
     def __init__(
         self,

@@ -109,6 +109,12 @@ class ProviderAdapter(ABC):
     )
     # Anything else from the transport may have happened after the provider read it.
     maybe_sent_errors: ClassVar[tuple[type[BaseException], ...]] = (httpx.TransportError, OSError)
+    # The maybe-sent errors that are a timeout: the answer did not come in
+    # time (TIMEOUT), as opposed to a broken connection (PROVIDER_ERROR).
+    timeout_errors: ClassVar[tuple[type[BaseException], ...]] = (
+        httpx.TimeoutException,
+        TimeoutError,
+    )
 
     def __init__(
         self, *, timeout: float = DEFAULT_TIMEOUT, attachment_loader: AttachmentLoader | None = None
@@ -129,7 +135,9 @@ class ProviderAdapter(ABC):
         except self.not_sent_errors as exc:
             return Retryable(RejectCode.PROVIDER_ERROR, None, f"not sent: {exc!r}")
         except self.maybe_sent_errors as exc:
-            return Indeterminate(_transport_code(exc), f"outcome unknown: {exc!r}")
+            timed_out = isinstance(exc, self.timeout_errors)
+            code = RejectCode.TIMEOUT if timed_out else RejectCode.PROVIDER_ERROR
+            return Indeterminate(code, f"outcome unknown: {exc!r}")
         # Kept here, once for every adapter, whatever its parse_response does.
         return with_body(self.parse_response(response), response)
 
@@ -374,11 +382,6 @@ class HttpProviderAdapter(ProviderAdapter):
         except (ValueError, KeyError, TypeError):
             # A 2xx we cannot read still means the provider probably took it.
             return Indeterminate(RejectCode.PROVIDER_ERROR, _detail(response), response.status_code)
-
-
-def _transport_code(exc: BaseException) -> RejectCode:
-    timed_out = isinstance(exc, httpx.TimeoutException | TimeoutError)
-    return RejectCode.TIMEOUT if timed_out else RejectCode.PROVIDER_ERROR
 
 
 def _detail(response: httpx.Response) -> str:

@@ -9,9 +9,12 @@ adapter's attachment_loader, never stored with the attempt.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from email.message import EmailMessage
+from email.utils import parseaddr
 from typing import Any, ClassVar
 
 from botocore.exceptions import ClientError
@@ -44,6 +47,21 @@ _EVENT_OBJECT = {
 # ("Illegal address", "Missing final '@domain'", moto's "Missing domain").
 # The event types whose meaning is a failure reason: they are their own code.
 _SELF_CODED = frozenset({"complaint", "reject", "rendering failure"})
+# MessageRejected's text when an identity failed SES's verification check:
+# "Email address is not verified. The following identities failed the check
+# in region REGION: identity1, identity2, ..." (SES's sending errors page;
+# moto words it "Email address not verified <identity>").
+_NOT_VERIFIED = re.compile(r"email address (?:is )?not verified", re.IGNORECASE)
+_IDENTITY_SEPARATORS = re.compile(r"[\s,:]+")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """SendEmail's error, with the sender the request named: whose identity
+    a MessageRejected names decides whose fault it is."""
+
+    error: ClientError
+    sender: str
 
 
 class SesAdapter(AwsAdapter):
@@ -73,7 +91,7 @@ class SesAdapter(AwsAdapter):
         "reject": RejectCode.CONTENT_REJECTED,
         "rendering failure": RejectCode.CONTENT_REJECTED,
         # SendEmail errors
-        "messagerejected": RejectCode.CONTENT_REJECTED,
+        "messagerejected": RejectCode.CONTENT_REJECTED,  # read by _rejected_code
         "mailfromdomainnotverifiedexception": RejectCode.AUTH_FAILED,
         "accountsuspendedexception": RejectCode.AUTH_FAILED,
         "sendingpausedexception": RejectCode.AUTH_FAILED,
@@ -137,6 +155,23 @@ class SesAdapter(AwsAdapter):
             )
         return mime
 
+    def transmit(self, request: Mapping[str, Any]) -> Any:
+        answer = super().transmit(request)
+        if isinstance(answer, ClientError):
+            return Refusal(answer, str(request.get("FromEmailAddress", "")))
+        return answer
+
+    def parse_response(self, response: Any) -> SendResult:
+        if not isinstance(response, Refusal):
+            return super().parse_response(response)
+        code, _, http, detail = error_parts(response.error)
+        if code == "MessageRejected":
+            message = str(response.error.response.get("Error", {}).get("Message", ""))
+            return Rejected(
+                _rejected_code(message, response.sender), detail, http, provider_code=code
+            )
+        return self.parse_error(response.error)
+
     def parse_error(self, exc: ClientError) -> SendResult:
         code, _, http, detail = error_parts(exc)
         if code in ("BadRequestException", "InvalidParameterValue"):
@@ -181,6 +216,23 @@ class SesAdapter(AwsAdapter):
             raw=event,
             raw_code=raw_code,
         )
+
+
+def _rejected_code(message: str, sender: str) -> RejectCode:
+    """MessageRejected's meaning. SES v2's model documents it as content
+    ("The message can't be sent because it contains invalid content"); SES
+    answers it too when an identity fails verification, naming the failed
+    identities: the sender (its address or domain), or, in the sandbox, a
+    recipient, which is the account's restriction. Neither is a fact about
+    the recipient, so nothing here suppresses anyone (docs/providers.md)."""
+    if not _NOT_VERIFIED.search(message):
+        return RejectCode.CONTENT_REJECTED
+    named = {part.lower() for part in _IDENTITY_SEPARATORS.split(message)}
+    address = parseaddr(sender)[1].lower()
+    domain = address.rpartition("@")[2]
+    if address and (address in named or domain in named):
+        return RejectCode.SENDER_REJECTED
+    return RejectCode.ACCOUNT_RESTRICTED
 
 
 def tag_value(key: str) -> str:

@@ -79,6 +79,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from email.utils import parseaddr
 from typing import Any
 from urllib.parse import parse_qsl
 from xml.sax.saxutils import escape
@@ -259,7 +260,10 @@ def _ses(core: SimulatorCore, account: AwsAccount, body: bytes) -> WireAnswer:
         return _rest_error(500, "InternalFailure", "Internal failure.", reply.latency_s)
     code, text = _SES_REFUSALS.get(str(reply.body.get("code")), _SES_REFUSALS["REQUEST_INVALID"])
     who = f"The following identities failed the check in region {account.region.upper()}: "
-    who += sender if reply.body.get("code") == "SENDER_REJECTED" else str(recipients[0])
+    # SES names identities (addresses, domains), never a display name.
+    who += (
+        parseaddr(sender)[1] if reply.body.get("code") == "SENDER_REJECTED" else str(recipients[0])
+    )
     return _rest_error(400, code, text.format(who=who), reply.latency_s)
 
 
