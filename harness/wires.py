@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tidings.providers.simulator import SimulatorConfig
-from tidings.providers.simulator.profiles import by_channel
+from tidings.providers.simulator.profiles import PROFILES, by_channel
+from tidings.providers.simulator.wire_infrai import account_of as infrai_account
 from tidings.providers.simulator.wire_postmark import server_of
 from tidings.providers.simulator.wire_sendgrid import account_of
 from tidings.providers.simulator.wire_twilio import account_of as twilio_account
@@ -27,6 +28,9 @@ from tidings.providers.simulator.wire_vonage import account_of as vonage_account
 # The profiles whose provider's own wire the simulator speaks, and the
 # channel each provider's adapter sends.
 WIRED = {"twilio": "sms", "postmark": "email", "sendgrid": "email", "vonage": "sms"}
+# Infrai sends both channels through one adapter; its e-mail is the channel
+# with a lookup, so the one the crash matrices play (tests/profile_matrix.py).
+WIRED["infrai"] = "email"
 SMS_SENDER = "+15559990000"
 EMAIL_SENDER = "tidings@example.com"
 
@@ -83,6 +87,16 @@ def adapter_env(profile: str, sim_url: str, secret: str, hook: str) -> dict[str,
             "TIDINGS_VONAGE_SIGNATURE_METHOD": vonage.signature_method,
             "TIDINGS_VONAGE_CALLBACK_URL": hook,
             "TIDINGS_VONAGE_BASE_URL": sim_url,
+        }
+    elif profile == "infrai":
+        # One adapter, one key for both channels; Infrai posts no receipts,
+        # so `hook` is unused (wire_infrai.py).
+        env |= {f"TIDINGS_{c.upper()}_PROVIDER": "infrai" for c in PROFILES[profile].channels}
+        env |= {
+            "TIDINGS_INFRAI_API_KEY": infrai_account(config).api_key,
+            "TIDINGS_INFRAI_FROM": EMAIL_SENDER,
+            "TIDINGS_INFRAI_SMS_FROM": SMS_SENDER,
+            "TIDINGS_INFRAI_BASE_URL": sim_url,
         }
     return env
 

@@ -21,7 +21,7 @@ Where the provider never reports delivery at all (SNS), every outcome ends
 unknown once the polling budget is spent, and each one sent exactly once.
 
 Where the simulator speaks the provider's own wire (harness/wires.py:
-Twilio, Postmark, SendGrid, Vonage), the worker and the API use that
+Twilio, Postmark, SendGrid, Vonage, Infrai), the worker and the API use that
 provider's real adapter against it: its own request building, answer
 parsing, lookups and receipt signature checks go through every crash. The
 other profiles still speak the simulator's protocol (`NOT_WIRED` says why).
@@ -67,8 +67,6 @@ NOT_WIRED = {
     "sns": "no SNS wire yet (the Query API's Publish, SigV4); SNS posts no receipts",
     "ses": "no SES v2 wire yet (SendEmail, SigV4; events in SNS envelopes signed "
     "with SNS's certificates)",
-    "infrai": "no Infrai wire yet (its EmailRecord answers and webhooks); the adapter's "
-    "reading of them is tested against documented fixtures (test_infrai_documented.py)",
 }
 assert set(NOT_WIRED) | set(WIRED) == set(PROFILES), "every profile wired or said why not"
 
