@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from harness.wires import channels_env
 
 from tidings.domain import feedback
 from tidings.domain.keys import attempt_key
@@ -28,6 +29,7 @@ from tidings.providers.outcomes import (
     Rejected,
     Retryable,
 )
+from tidings.providers.settings import adapter_from_env
 from tidings.providers.simulator import SimulatorConfig, SimulatorCore
 from tidings.providers.simulator.app import create_app
 from tidings.providers.simulator.in_process import CoreTransport
@@ -288,3 +290,13 @@ def test_the_http_app_speaks_infrais_wire() -> None:
         assert found is not None and found.provider_message_id == accepted.provider_message_id
         refused = adapter.send(mail("restricted@example.test"), attempt_key(uuid.UUID(int=4), 1))
         assert isinstance(refused, Rejected) and refused.code is RejectCode.ACCOUNT_RESTRICTED
+
+
+def test_the_harness_points_both_channels_at_infrais_real_adapter_with_the_wires_key() -> None:
+    # harness/wires.py: what the crash matrix and the reliability run start.
+    env = channels_env("infrai", BASE, "s3cret", HOOK)
+    assert env["TIDINGS_SMS_PROVIDER"] == env["TIDINGS_EMAIL_PROVIDER"] == "infrai"
+    assert env["TIDINGS_INFRAI_BASE_URL"] == BASE
+    config = SimulatorConfig(profile="infrai", webhook_secret="s3cret", wire=True)
+    assert env["TIDINGS_INFRAI_API_KEY"] == account_of(config).api_key
+    assert isinstance(adapter_from_env("infrai", env), InfraiAdapter)
