@@ -219,6 +219,14 @@ def test_a_lost_answer_is_reconciled_by_the_email_lookup() -> None:
     assert adapter.status("EM-never-sent") is None
 
 
+def test_the_engine_is_told_an_sms_has_no_lookup_and_an_email_has_one() -> None:
+    # The reconciler asks `can_look_up` before `status` (dispatch/lookup.py):
+    # an SMS id must read as "no lookup: receipts until the budget ends", not
+    # as a lookup that fails on every poll.
+    _, adapter, _ = wired()
+    assert adapter.can_look_up("email") and not adapter.can_look_up("sms")
+
+
 def test_a_5xx_after_acceptance_is_indeterminate_and_a_retry_under_its_key_sends_nothing() -> None:
     core, adapter, _ = wired(rate_5xx_after_accept=1.0)
     result = adapter.send(mail(), KEY)

@@ -170,6 +170,11 @@ class InfraiAdapter(HttpProviderAdapter):
 
     # --- lookups ------------------------------------------------------------
 
+    def can_look_up(self, channel: str) -> bool:
+        # E-mail only: the reconciler then treats an SMS as having no lookup
+        # (receipts until the budget ends) instead of a lookup that fails.
+        return channel == "email"
+
     def build_status_request(self, provider_message_id: str) -> HttpRequest:
         if provider_message_id.startswith(SMS_PREFIX):
             raise ProviderConfigError("infrai documents no SMS status lookup")
