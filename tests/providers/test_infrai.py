@@ -5,7 +5,8 @@ Idempotency-Key header, an {ok, data, error} envelope on every answer, GET
 /v1/email/get/{id}, and 429 with Retry-After. Field names inside ``data``
 and the status vocabulary are the adapter's reading; nothing here proves the
 live service agrees (see the adapter's docstring and docs/providers.md).
-The fake does honour idempotency keys the way the documentation describes.
+The fake does honour idempotency keys the way the documentation describes:
+by the body's `idempotency_key`.
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ class InfraiFake(FakeHttpProvider):
         return httpx.Response(404, json=envelope(error={"code": "not_found"}))
 
     def _send(self, request: httpx.Request) -> httpx.Response:
-        key = request.headers["idempotency-key"]
+        # The body's field is the documented one ("identical retries return
+        # the same result"); the header is seed 002's client's.
+        key = json.loads(request.content)["idempotency_key"]
         self.record(key)
         if key in self.by_key:  # a replay gets the first answer, and nothing is sent again
             return self.by_key[key]
