@@ -21,9 +21,10 @@ from collections.abc import Mapping
 from tidings.domain.keys import intent_of_attempt_key
 from tidings.providers.correlation import expand, unescape_tag
 from tidings.providers.simulator import SimulatorConfig
-from tidings.providers.simulator.profiles import by_channel
+from tidings.providers.simulator.profiles import PROFILES, by_channel
 from tidings.providers.simulator.wire_aws import account_of as aws_account
 from tidings.providers.simulator.wire_aws_events import cert_url
+from tidings.providers.simulator.wire_infrai import account_of as infrai_account
 from tidings.providers.simulator.wire_postmark import server_of
 from tidings.providers.simulator.wire_sendgrid import account_of
 from tidings.providers.simulator.wire_twilio import account_of as twilio_account
@@ -41,6 +42,9 @@ WIRED |= AWS_WIRED
 # by a key of the request's own, so a send is tied to its attempt only by
 # the message id the attempt recorded, and not at all when its answer was lost.
 KEYLESS = frozenset({"sns"})
+# Infrai sends both channels through one adapter; its e-mail is the channel
+# with a lookup, so the one the crash matrices play (tests/profile_matrix.py).
+WIRED["infrai"] = "email"
 SMS_SENDER = "+15559990000"
 EMAIL_SENDER = "tidings@example.com"
 
@@ -99,6 +103,16 @@ def adapter_env(profile: str, sim_url: str, secret: str, hook: str) -> dict[str,
             "TIDINGS_VONAGE_SIGNATURE_METHOD": vonage.signature_method,
             "TIDINGS_VONAGE_CALLBACK_URL": hook,
             "TIDINGS_VONAGE_BASE_URL": sim_url,
+        }
+    elif profile == "infrai":
+        # One adapter, one key for both channels; Infrai posts no receipts,
+        # so `hook` is unused (wire_infrai.py).
+        env |= {f"TIDINGS_{c.upper()}_PROVIDER": "infrai" for c in PROFILES[profile].channels}
+        env |= {
+            "TIDINGS_INFRAI_API_KEY": infrai_account(config).api_key,
+            "TIDINGS_INFRAI_FROM": EMAIL_SENDER,
+            "TIDINGS_INFRAI_SMS_FROM": SMS_SENDER,
+            "TIDINGS_INFRAI_BASE_URL": sim_url,
         }
     return env
 

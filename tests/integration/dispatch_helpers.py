@@ -7,6 +7,7 @@ from typing import Any
 from tidings import ManualClock, Tidings
 from tidings.dispatch.runner import Worker
 from tidings.dispatch.steps import WorkerConfig
+from tidings.providers.base import ProviderAdapter
 from tidings.providers.outcomes import SendResult
 from tidings.providers.simulator.core import SimulatorCore
 from tidings.providers.simulator.in_process import InProcessSimulatorAdapter
@@ -38,7 +39,7 @@ class Listening(SimulatorCore):
 def worker(
     t: Tidings,
     core: SimulatorCore,
-    adapter: InProcessSimulatorAdapter | None = None,
+    adapter: ProviderAdapter | None = None,
     accounts_factory: Callable[[str], Any] | None = None,
     **config: Any,
 ) -> Worker:

@@ -21,12 +21,12 @@ Where the provider never reports delivery at all (SNS), every outcome ends
 unknown once the polling budget is spent, and each one sent exactly once.
 
 Where the simulator speaks the provider's own wire (harness/wires.py:
-Twilio, Postmark, SendGrid, Vonage, SES, SNS, End User Messaging SMS), the
-worker and the API use that provider's real adapter against it: its own
-request building, answer parsing, lookups and receipt signature checks go
-through every crash. The other profiles still speak the simulator's
-protocol (`NOT_WIRED` says why). SNS carries nothing of ours, so its
-ledger is read by destination: each intent has its own number.
+Twilio, Postmark, SendGrid, Vonage, SES, SNS, End User Messaging SMS,
+Infrai), the worker and the API use that provider's real adapter against
+it: its own request building, answer parsing, lookups and receipt
+signature checks go through every crash. The other profiles still speak
+the simulator's protocol (`NOT_WIRED` says why). SNS carries nothing of
+ours, so its ledger is read by destination: each intent has its own number.
 """
 
 from __future__ import annotations
@@ -64,8 +64,6 @@ PROFILES = CHANNEL
 # Profiles still on the simulator's own protocol, not their provider's, and why.
 NOT_WIRED = {
     "ideal": "no provider: the simulator's own protocol is what it plays",
-    "infrai": "no Infrai wire yet (its EmailRecord answers and webhooks); the adapter's "
-    "reading of them is tested against documented fixtures (test_infrai_documented.py)",
 }
 assert set(NOT_WIRED) | set(WIRED) == set(PROFILES), "every profile wired or said why not"
 

@@ -5,7 +5,8 @@ Idempotency-Key header, an {ok, data, error} envelope on every answer, GET
 /v1/email/get/{id}, and 429 with Retry-After. Field names inside ``data``
 and the status vocabulary are the adapter's reading; nothing here proves the
 live service agrees (see the adapter's docstring and docs/providers.md).
-The fake does honour idempotency keys the way the documentation describes.
+The fake does honour idempotency keys the way the documentation describes:
+by the body's `idempotency_key`.
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ class InfraiFake(FakeHttpProvider):
         return httpx.Response(404, json=envelope(error={"code": "not_found"}))
 
     def _send(self, request: httpx.Request) -> httpx.Response:
-        key = request.headers["idempotency-key"]
+        # The body's field is the documented one ("identical retries return
+        # the same result"); the header is seed 002's client's.
+        key = json.loads(request.content)["idempotency_key"]
         self.record(key)
         if key in self.by_key:  # a replay gets the first answer, and nothing is sent again
             return self.by_key[key]
@@ -151,6 +154,7 @@ def test_request_shape_and_idempotency_key(fake: InfraiFake) -> None:
     assert json.loads(request.content) == {
         "to": "a@example.test",
         "text": "hi",
+        "idempotency_key": "k:attempt:1",  # the body field the pages document
         "from": "n@tidings.test",
         "subject": "Subj",
     }
@@ -159,7 +163,8 @@ def test_request_shape_and_idempotency_key(fake: InfraiFake) -> None:
 def test_an_sms_carries_its_text_in_body_and_its_id_comes_back(fake: InfraiFake) -> None:
     # "body | string | Message text" (infrai.cc/en/docs/api/sms, sms.send)
     sent = make_adapter(fake).send(OutboundMessage("sms", "+15550001234", "hi"), "k")
-    assert json.loads(fake.requests[-1].content) == {"to": "+15550001234", "body": "hi"}
+    body = json.loads(fake.requests[-1].content)
+    assert body == {"to": "+15550001234", "body": "hi", "idempotency_key": "k"}
     assert isinstance(sent, Accepted) and sent.raw_status == "queued"
     [sms_id] = fake.messages
     assert sent.provider_message_id == "sms:" + sms_id

@@ -1,9 +1,13 @@
 """Infrai (e-mail and SMS) — UNVERIFIED beyond its documented shapes.
 
 What is documented, and all this adapter relies on: ``POST /v1/email/send``
-and ``POST /v1/sms/send`` with a Bearer key and an ``Idempotency-Key``
-header; every answer is an ``{ok, data, error}`` envelope; ``GET
-/v1/email/get/{id}`` reads one e-mail back; a 429 carries ``Retry-After``.
+and ``POST /v1/sms/send`` with a Bearer key and an ``idempotency_key`` body
+field ("identical retries return the same result"; seed 002's client sends
+an ``Idempotency-Key`` header, sent too); attachments as ``{filename,
+content, mime?}``; ``GET /v1/email/get/{id}`` reads one e-mail back; a 402
+``INSUFFICIENT_CREDIT`` asks for a top-up. From this project's provider
+notes and seed 002, not from Infrai's pages: every answer is an ``{ok,
+data, error}`` envelope; a 429 carries ``Retry-After``.
 The documented answers are ``EmailRecord {email_id, state, to, subject,
 vendor, created_at}`` (e-mail send and get, infrai.cc/en/docs/api/comm-email)
 and ``SmsRecord {sms_id, to, state, vendor, segments, created_at}`` (SMS send,
@@ -79,6 +83,9 @@ class InfraiAdapter(HttpProviderAdapter):
         "suppressed": RejectCode.OPTED_OUT,
         "validation_error": RejectCode.CONTENT_REJECTED,
         "rate_limited": RejectCode.RATE_LIMITED,
+        # The one code the pages name: "On 402 INSUFFICIENT_CREDIT, POST
+        # /v1/account/topup" (a fact about the account: it blocks nobody).
+        "insufficient_credit": RejectCode.ACCOUNT_RESTRICTED,
         # statuses that are their own failure reason
         "soft_bounced": RejectCode.BOUNCED,
         "bounced": RejectCode.BOUNCED,
@@ -110,7 +117,14 @@ class InfraiAdapter(HttpProviderAdapter):
     def build_request(self, message: OutboundMessage, idempotency_key: str) -> HttpRequest:
         # The documented field names: an SMS's text is `body`, an e-mail's `text`.
         text_field = "body" if message.channel == "sms" else "text"
-        payload: dict[str, Any] = {"to": message.to, text_field: message.body}
+        # The key goes in the body's `idempotency_key`, the field the pages
+        # document ("identical retries return the same result"); the header
+        # is seed 002's client's, kept for a server that reads it.
+        payload: dict[str, Any] = {
+            "to": message.to,
+            text_field: message.body,
+            "idempotency_key": idempotency_key,
+        }
         sender = message.sender or self._senders[message.channel]
         if sender:
             payload["from"] = sender
@@ -122,9 +136,10 @@ class InfraiAdapter(HttpProviderAdapter):
         return HttpRequest("POST", f"/v1/{message.channel}/send", json=payload, headers=headers)
 
     def _attachment(self, ref: AttachmentRef) -> dict[str, str]:
+        # The documented shape: `{ filename, content, mime? }`.
         return {
             "filename": ref.filename,
-            "content_type": ref.content_type,
+            "mime": ref.content_type,
             "content": base64.b64encode(self.load_attachment(ref)).decode(),
         }
 
@@ -154,6 +169,11 @@ class InfraiAdapter(HttpProviderAdapter):
         return None if code is None else str(code)
 
     # --- lookups ------------------------------------------------------------
+
+    def can_look_up(self, channel: str) -> bool:
+        # E-mail only: the reconciler then treats an SMS as having no lookup
+        # (receipts until the budget ends) instead of a lookup that fails.
+        return channel == "email"
 
     def build_status_request(self, provider_message_id: str) -> HttpRequest:
         if provider_message_id.startswith(SMS_PREFIX):

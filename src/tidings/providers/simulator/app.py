@@ -6,7 +6,8 @@ send (`POST /sms/send`, `POST /email/send`), lookups (`GET /messages/{id}`,
 and `?reference=`, each only where the profile's provider offers it: 501
 `NOT_SUPPORTED` otherwise), providers' own wires (Twilio's Messages API,
 Postmark's `/email` and `/messages/outbound`, SendGrid's `/v3/mail/send`,
-Vonage's `/sms/json`, AWS's SES v2 `/v2/email/outbound-emails`, End User
+Vonage's `/sms/json`, Infrai's `/v1/email/send`, `/v1/sms/send` and
+`/v1/email/get/{id}`, AWS's SES v2 `/v2/email/outbound-emails`, End User
 Messaging SMS and SNS at `POST /`, and the SNS signing certificate at
 `/_aws/...pem`), and test controls under `/_`: `_ledger`,
 `_reset`, `_config`, `_profiles`, `_advance`, `_receipts`.
@@ -30,6 +31,7 @@ from tidings.platform.signal_wait import sigterm_interrupts
 from tidings.providers.simulator import (
     wire_aws,
     wire_aws_events,
+    wire_infrai,
     wire_postmark,
     wire_sendgrid,
     wire_twilio,
@@ -82,7 +84,8 @@ def create_app(core: SimulatorCore | None = None, *, deliver_receipts: bool = Tr
 def _wire_routes(app: FastAPI, core: SimulatorCore) -> None:
     """Providers' own wires: Twilio's (wire_twilio.py), Postmark's
     (wire_postmark.py), SendGrid's (wire_sendgrid.py), Vonage's
-    (wire_vonage.py) and AWS's (wire_aws.py), for the real adapters."""
+    (wire_vonage.py), Infrai's (wire_infrai.py) and AWS's (wire_aws.py),
+    for the real adapters."""
 
     @app.api_route("/2010-04-01/Accounts/{rest:path}", methods=["GET", "POST"])
     async def twilio(request: Request) -> JSONResponse:
@@ -143,6 +146,21 @@ def _wire_routes(app: FastAPI, core: SimulatorCore) -> None:
             request.headers.get("content-type", ""), await request.body()
         )
         reply = wire_vonage.answer(core, wire_vonage.account_of(core.config), params)
+        await asyncio.sleep(reply.latency_s + reply.stall_s)
+        return JSONResponse(reply.body, reply.status_code, headers=reply.headers)
+
+    @app.post(wire_infrai.EMAIL_SEND_PATH)
+    @app.post(wire_infrai.SMS_SEND_PATH)
+    @app.get(wire_infrai.GET_PATH + "/{message_id}")
+    async def infrai(request: Request) -> JSONResponse:
+        reply = wire_infrai.answer(
+            core,
+            wire_infrai.account_of(core.config),
+            request.method,
+            request.url.path,
+            await request.body(),
+            request.headers.get("authorization"),
+        )
         await asyncio.sleep(reply.latency_s + reply.stall_s)
         return JSONResponse(reply.body, reply.status_code, headers=reply.headers)
 

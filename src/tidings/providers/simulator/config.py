@@ -44,7 +44,7 @@ class SimulatorConfig(BaseModel):
     profile: str = "ideal"
     # Speak each profile's provider's own wire where the simulator has it
     # (wire_twilio.py, wire_postmark.py, wire_sendgrid.py, wire_vonage.py,
-    # wire_aws.py):
+    # wire_aws.py, wire_infrai.py; Infrai posts no receipts at all):
     # its receipts are then that provider's, authenticated its way with
     # `webhook_secret` as the provider's key (Twilio's Auth Token,
     # Postmark's webhook password, the seed of SendGrid's signing key,

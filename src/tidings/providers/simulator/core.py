@@ -308,6 +308,13 @@ class SimulatorCore:
                 raise NotSupported(f"{played.name} has no {message.channel} lookup by id")
             return message.view(self.now(), played)
 
+    def record(self, message_id: str) -> Message | None:
+        """A message as the core keeps it, for a wire answering about a
+        message it took (no lookup fault, no profile check: this is the
+        wire's memory of its own answer, not a lookup the provider offers)."""
+        with self._lock:
+            return self._messages.get(message_id)
+
     def find_by_key(self, idempotency_key: str) -> dict[str, Any] | None:
         """The first message accepted under this key: the `ideal` profile only."""
         with self._lock:

@@ -22,6 +22,7 @@ from tidings.providers.simulator import SimulatorCore
 from tidings.providers.simulator.adapter import SimulatorAdapter
 from tidings.providers.simulator.core import LookupFailed, NotSupported
 from tidings.providers.simulator.receipts import render
+from tidings.providers.simulator.wire_infrai import InfraiTransport, is_infrai_path
 from tidings.providers.simulator.wire_postmark import PostmarkTransport, is_postmark_path
 from tidings.providers.simulator.wire_sendgrid import SendGridTransport, is_sendgrid_path
 from tidings.providers.simulator.wire_twilio import TwilioTransport, is_twilio_path
@@ -37,12 +38,13 @@ class CoreTransport(httpx.BaseTransport):
     def __init__(self, core: SimulatorCore, *, honor_latency: bool = False):
         self._core = core
         self._honor_latency = honor_latency
-        # The core speaks Twilio's, Postmark's, SendGrid's and Vonage's own
-        # wires too, for the real adapters.
+        # The core speaks Twilio's, Postmark's, SendGrid's, Vonage's and
+        # Infrai's own wires too, for the real adapters.
         self._twilio = TwilioTransport(core)
         self._postmark = PostmarkTransport(core)
         self._sendgrid = SendGridTransport(core)
         self._vonage = VonageTransport(core)
+        self._infrai = InfraiTransport(core)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
@@ -54,6 +56,8 @@ class CoreTransport(httpx.BaseTransport):
             return self._sendgrid.handle_request(request)
         if is_vonage_path(request.method, path):
             return self._vonage.handle_request(request)
+        if is_infrai_path(request.method, path):
+            return self._infrai.handle_request(request)
         if request.method == "POST" and path in SEND_PATHS:
             return self.send(SEND_PATHS[path], json.loads(request.content), request)
         if request.method == "GET" and path == "/_config":

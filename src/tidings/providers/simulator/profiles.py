@@ -238,6 +238,9 @@ PROFILES: dict[str, Profile] = {
                 ("sent", None): ("sent", None),
                 ("delivered", None): ("delivered", None),
                 ("undelivered", None): ("soft_bounced", None),
+                # A hard bounce in the adapter's words (`bounced`), so it
+                # suppresses the address as a permanent bounce should.
+                ("failed", "BOUNCED"): ("bounced", None),
                 ("failed", None): ("failed", None),
             },
         ),

@@ -12,7 +12,8 @@ reference), HMAC-SHA256(secret, f"{t}.{query}.{body}"): like Twilio's, the
 signature then covers what the URL says. With `wire` on, the `twilio`,
 `postmark`, `sendgrid`, `vonage`, `ses` and `aws_sms` profiles' receipts are
 those providers' own (wire_twilio.py, wire_postmark.py, wire_sendgrid.py,
-wire_vonage.py, and SNS envelopes from wire_aws_events.py).
+wire_vonage.py, and SNS envelopes from wire_aws_events.py); the `infrai`
+profile plans none at all (Infrai documents no webhooks: wire_infrai.py).
 `t` is wall-clock time of signing,
 never the simulated clock, so `advance()` cannot make a receipt look stale
 to the receiver.
