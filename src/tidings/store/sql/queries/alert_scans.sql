@@ -194,7 +194,7 @@ WITH RECURSIVE singles AS (
     ) AS n
 ), lanes AS (
     SELECT f.* FROM singles s
-    CROSS JOIN LATERAL (
+    JOIN LATERAL (
         SELECT i.tenant_id, i.id, i.channel, i.event_class, i.job_id, i.template_name,
                i.template_revision, i.recipient_ref, i.next_due_at, i.created_at,
                coalesce(i.report_id, i.variables ->> 'report_id',
@@ -204,11 +204,11 @@ WITH RECURSIVE singles AS (
         WHERE i.channel = s.channel AND i.tenant_id = s.tenant_id AND i.job_id IS NULL
           AND i.state IN ('pending', 'resend_due') AND i.next_due_at <= %(now)s
         ORDER BY i.next_due_at, i.id LIMIT %(cap)s + 1
-    ) AS f
+    ) AS f ON f.tenant_id = s.tenant_id
     UNION ALL
     SELECT f.* FROM jobs_due j
     CROSS JOIN (VALUES ('email'), ('sms')) AS c (channel)
-    CROSS JOIN LATERAL (
+    JOIN LATERAL (
         SELECT i.tenant_id, i.id, i.channel, i.event_class, i.job_id, i.template_name,
                i.template_revision, i.recipient_ref, i.next_due_at, i.created_at,
                coalesce(i.report_id, i.variables ->> 'report_id',
@@ -218,7 +218,7 @@ WITH RECURSIVE singles AS (
         WHERE i.tenant_id = j.tenant_id AND i.job_id = j.job_id AND i.channel = c.channel
           AND i.state IN ('pending', 'resend_due') AND i.next_due_at <= %(now)s
         ORDER BY i.next_due_at, i.id LIMIT %(cap)s + 1
-    ) AS f
+    ) AS f ON f.tenant_id = j.tenant_id
 ), kept AS (
     SELECT l.*
     FROM (SELECT l.*, row_number() OVER (PARTITION BY l.tenant_id, l.channel
