@@ -157,9 +157,7 @@ class BigJob:
 
 def urgent_latency(urgent: list[tuple[float, str]], s: Snapshot) -> dict[str, Any]:
     """From each urgent create to its first request at the provider."""
-    first_key = {
-        str(a["intent_id"]): a["attempt_key"] for a in s.attempts if a["n"] == 1
-    }
+    first_key = {str(a["intent_id"]): a["attempt_key"] for a in s.attempts if a["n"] == 1}
     arrived: dict[str, float] = {}
     for entry in s.ledger_after:
         at = datetime.fromisoformat(entry["received_at"]).timestamp()

@@ -22,9 +22,9 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict
 from harness.pgbouncer import bouncer, pgbouncer, through
 from harness.processes import ledger, simulator, start_api, start_worker, wait_http, wait_until
+from psycopg.conninfo import conninfo_to_dict
 
 from tests.conftest import TEST_SECRET, with_example_policy
 from tidings import ManualClock, Tidings
