@@ -66,7 +66,9 @@ class BigJob:
             "purpose": "transactional",
             "template": TEMPLATE,
             "channels": ["email", "sms"],
-            "channel_mode": "preferred",
+            # "all": an intent per channel with a destination, and each member has one;
+            # "preferred" would exclude the SMS quarter (no e-mail).
+            "channel_mode": "all",
             "variables": {"name": "reader", "booking": "BIG"},
         }
         try:
