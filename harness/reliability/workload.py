@@ -177,9 +177,13 @@ class Workload:
     def flood(self, size: int) -> int:
         """`size` intents in one library transaction: a burst the workers cannot
         drain at once, committed (and announced by NOTIFY) all together."""
-        made = [self.request() for _ in range(size)]
+        made: list[tuple[str, dict[str, Any]]] = []
 
         def create() -> list[Any]:
+            # Drawn again for each try: after a failover's wait the first
+            # draw's near deadlines may have passed, which the create refuses.
+            # A try whose commit did happen only leaves an unacknowledged flood.
+            made[:] = [self.request() for _ in range(size)]
             with self.t.db.transaction() as conn:
                 return [self.t.notify(conn=conn, **body) for _, body in made]
 
