@@ -152,8 +152,15 @@ def _user_for(host: str | None) -> str:
 
 
 def through(url: str, port: int, host: str = "127.0.0.1") -> str:
-    """The same database, reached through PgBouncer."""
-    return make_conninfo(url, host=host, port=port)
+    """The same database, reached through PgBouncer, without
+    `target_session_attrs`: PgBouncer answers every new client with the
+    startup parameters of its pool's first server connection, so after a
+    switchover that connection's `in_hot_standby=on` is replayed forever
+    and libpq refuses every connection as read-only, to a primary too (the
+    first 3-minute soak stalled 14 minutes on it). A write that reaches a
+    standby fails with 25006 instead, which tidings waits out."""
+    params = {k: v for k, v in conninfo_to_dict(url).items() if k != "target_session_attrs"}
+    return make_conninfo("", **{**params, "host": host, "port": port})
 
 
 def _wait_for(

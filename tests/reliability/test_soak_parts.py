@@ -9,11 +9,13 @@ import os
 import uuid
 from datetime import UTC, datetime
 
+from harness.pgbouncer import through
 from harness.reliability import invariants as inv
 from harness.reliability.bigjob import urgent_latency
 from harness.reliability.memory import PeakMemory, high_water_kib
 from harness.reliability.switching import rotation
 from harness.wires import WIRED
+from psycopg.conninfo import conninfo_to_dict
 
 
 def test_each_switch_moves_each_channel_to_its_next_wired_provider() -> None:
@@ -74,3 +76,12 @@ def test_peak_memory_keeps_each_processes_highest_mark_and_each_roles_largest() 
     assert "gone" not in peaks.summary()["by_process_mib"]
     mine = high_water_kib(os.getpid())
     assert mine is not None and mine > 1024
+
+
+def test_a_url_through_pgbouncer_asks_for_no_session_attributes() -> None:
+    """PgBouncer replays its first server's startup parameters: a demoted
+    member's `in_hot_standby=on` made libpq refuse a primary behind it."""
+    url = "host=h1,h2 port=1,2 dbname=d user=u target_session_attrs=read-write"
+    pooled = conninfo_to_dict(through(url, 6432))
+    assert "target_session_attrs" not in pooled
+    assert (pooled["host"], pooled["port"], pooled["dbname"]) == ("127.0.0.1", "6432", "d")
