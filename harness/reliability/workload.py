@@ -180,12 +180,18 @@ class Workload:
         made: list[tuple[str, dict[str, Any]]] = []
 
         def create() -> list[Any]:
-            # Drawn again for each try: after a failover's wait the first
-            # draw's near deadlines may have passed, which the create refuses.
-            # A try whose commit did happen only leaves an unacknowledged flood.
-            made[:] = [self.request() for _ in range(size)]
+            # Each request drawn right before its create, and again on each
+            # try: on a loaded machine a flood's transaction outlasts the
+            # nearest deadlines (15 s) of requests drawn at its start, and a
+            # failover's wait outlasts them all; the create refuses a past
+            # one. A try whose commit did happen leaves an unacknowledged flood.
+            made.clear()
+            intents = []
             with self.t.db.transaction() as conn:
-                return [self.t.notify(conn=conn, **body) for _, body in made]
+                for _ in range(size):
+                    made.append(self.request())
+                    intents.append(self.t.notify(conn=conn, **made[-1][1]))
+            return intents
 
         intents = retrying(create)
         self._remember([(kind, str(i.id)) for (kind, _), i in zip(made, intents, strict=True)])
