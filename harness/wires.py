@@ -209,3 +209,17 @@ def ours(carried: str) -> str:
     if unescaped is not None and intent_of_attempt_key(unescaped) is not None:
         return unescaped
     return expand(carried) or carried
+
+
+def every_wire_env(sim_url: str, secret: str, hook: str) -> dict[str, str]:
+    """The settings of every provider whose wire the simulator speaks,
+    choosing none: a process whose channel moved from one to another (a
+    soak's profile switch) still builds the old one's adapter for the
+    attempts in flight there (providers/accounts.py)."""
+    env: dict[str, str] = {}
+    for name in WIRED:
+        own = f"TIDINGS_{name.upper()}_"
+        env |= {
+            k: v for k, v in adapter_env(name, sim_url, secret, hook).items() if k.startswith(own)
+        }
+    return env

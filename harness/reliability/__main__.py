@@ -5,7 +5,8 @@ run instead (harness/reliability/hosts.py), with its own report.
 
 `python -m harness.reliability --soak 60`: an hour of every fault kind on a
 three-member Patroni cluster, the primary killed and switched over among
-them (harness/failover/).
+them (harness/failover/), reached through PgBouncer in transaction mode,
+with a job of 100,000 recipients (`--big-job`) beside urgent single intents.
 
 Writes harness/reliability/reports/reliability-<time>-seed<seed>.json, prints
 a table, and exits 1 if any invariant was violated.
@@ -24,7 +25,7 @@ from rich.console import Console
 
 from tidings.providers.simulator.profiles import PROFILE_CHOICES
 
-from . import hosts, report
+from . import hosts, report, soak
 from .run import REPORTS, RunConfig, run
 
 
@@ -66,7 +67,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         metavar="MINUTES",
         help="every fault kind at once on a Patroni cluster, failovers and switchovers "
-        "among them, for MINUTES (--patroni --minutes MINUTES)",
+        "among them, for MINUTES (--patroni --pgbouncer --minutes MINUTES, and the big job)",
+    )
+    parser.add_argument(
+        "--big-job",
+        type=int,
+        metavar="RECIPIENTS",
+        help="a job of this many recipients beside urgent single intents "
+        f"(default with --soak: {soak.BIG_JOB_PER_HOUR:,} an hour, in proportion)",
+    )
+    parser.add_argument(
+        "--profile-phases",
+        type=int,
+        metavar="N",
+        help="N equal spans, each channel switched to its next wired provider between two "
+        f"(default with --soak: {soak.PROFILE_PHASES}, every ten minutes in an hour)",
+    )
+    parser.add_argument(
+        "--urgent-per-s", type=float, default=1.0, help="urgent single intents a second"
     )
     hosts.add_arguments(parser)
     return parser.parse_args(argv)
@@ -87,7 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.hosts:
         return hosts.main(args, console)
     if args.soak is not None:
-        args.patroni, args.minutes = True, args.soak
+        args.patroni, args.pgbouncer, args.minutes = True, True, args.soak
+        if args.big_job is None:
+            args.big_job = soak.big_job_size(args.soak)
+        if args.profile_phases is None:
+            args.profile_phases = soak.PROFILE_PHASES
     config = RunConfig(
         minutes=args.minutes,
         seed=args.seed,
@@ -100,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         pauses=args.pause,
         pgbouncer=args.pgbouncer,
         patroni=args.patroni,
+        big_job=args.big_job or 0,
+        profile_phases=args.profile_phases or 0,
+        urgent_per_s=args.urgent_per_s,
         progress=lambda line: console.print(f"[dim]{line}[/]"),
     )
     result = run(config)

@@ -150,6 +150,8 @@ class Injector:
     exits: Counter[str] = field(default_factory=Counter)
     replay_effects: Counter[str] = field(default_factory=Counter)
     stop_seconds: list[float] = field(default_factory=list)  # SIGTERM to exit
+    # Fault kinds defined elsewhere (switching.py's profile_switch).
+    more_actions: dict[str, Callable[[], str]] = field(default_factory=dict)
     _killed: set[int] = field(default_factory=set)
     _terminated: set[int] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -174,6 +176,7 @@ class Injector:
             "flood": self.flood,
             "bulk_job": self.bulk_job,
             "hostile_policy": self.workload.hostile_policy,
+            **self.more_actions,
         }
         for at, kind in schedule.events:
             while not stop.is_set() and self.elapsed() < at:
@@ -246,6 +249,20 @@ class Injector:
     def worker_sigterm(self) -> str:
         """A graceful stop must finish and record in-flight sends, then exit 0."""
         victim = self._ready_victim()
+        self._stop_gracefully(victim)
+        return f"{victim.name} (pid {victim.pid})"
+
+    def retire(self, worker: Proc) -> str:
+        """Take a worker out of service, as a deploy does: gracefully if it
+        can take a SIGTERM (ready, unarmed), else with SIGKILL."""
+        if worker.ready() and not worker.faults:
+            self._stop_gracefully(worker)
+            return "stopped"
+        self._killed.add(worker.pid)
+        worker.signal(signal.SIGKILL)
+        return "killed"
+
+    def _stop_gracefully(self, victim: Proc) -> None:
         self._terminated.add(victim.pid)
         budget = self.fleet.lease_seconds * 4 + 15
 
@@ -262,7 +279,6 @@ class Injector:
         helper = threading.Thread(target=stop, name="sigterm", daemon=True)
         helper.start()
         self._helpers.append(helper)
-        return f"{victim.name} (pid {victim.pid})"
 
     def worker_pause(self) -> str:
         """Freeze a worker past its lease, then let it carry on as if nothing

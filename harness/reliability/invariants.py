@@ -19,6 +19,7 @@ from typing import Any
 from harness.wires import WIRED
 from tidings.domain.states import TERMINAL_INTENT, IntentState
 from tidings.domain.transitions import TABLE, Event
+from tidings.providers.simulator.profiles import PROFILES
 
 from .keyless import keyless, unaccounted
 
@@ -343,7 +344,7 @@ def unknown_only_where_the_provider_cannot_tell(s: Snapshot) -> list[str]:
         if last is None or last.get("call_started_at") is None:
             found.append(f"{i['id']}: unknown, but its call never started")
             continue
-        offered = s.profiles.get(last.get("channel", ""), {})
+        offered = _offered(s, last)
         proves = any(offered.get(k) for k in ("lookup_by_key", "reference_search", "list_search"))
         if proves and not any(accepted[a["attempt_key"]] for a in mine):
             found.append(
@@ -351,6 +352,16 @@ def unknown_only_where_the_provider_cannot_tell(s: Snapshot) -> list[str]:
                 "reached it"
             )
     return found
+
+
+def _offered(s: Snapshot, attempt: Row) -> dict[str, Any]:
+    """What the provider an attempt went to offers: the profile its provider
+    account names (a soak switches a channel's provider mid-run, issue #43),
+    else the one its channel played (the simulator's own account)."""
+    name = attempt.get("provider")
+    if name in PROFILES:
+        return dict(PROFILES[name].describe())
+    return dict(s.profiles.get(attempt.get("channel", ""), {}))
 
 
 def _claims(s: Snapshot) -> dict[tuple[Any, int], Row]:

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from harness.wires import channels_env
+from harness.wires import channels_env, every_wire_env
 from tidings.cli.devstack import free_port
 
 START_TIMEOUT_S = 60.0
@@ -127,6 +127,10 @@ class Fleet:
     # Where API and workers reach the database when not directly: PgBouncer
     # in transaction pooling mode; workers then listen on db_url.
     pooled_url: str | None = None
+    # Every wired provider's settings in every process, so that a channel can
+    # be switched to another provider (switching.py) and the old one's
+    # attempts still reconciled.
+    switching: bool = False
     simulator: Proc | None = None
     api: Proc | None = None
     workers: list[Proc] = field(default_factory=list)
@@ -187,7 +191,9 @@ class Fleet:
         the relay's address as the API's public one, since Twilio signs the
         URL it posts to."""
         relay = urlsplit(self.webhook_url)
+        every = every_wire_env(self.sim_url, self.secret, self.webhook_url)
         return {
+            **(every if self.switching else {}),
             **channels_env(self.profile, self.sim_url, self.secret, self.webhook_url),
             "TIDINGS_PUBLIC_BASE_URL": f"{relay.scheme}://{relay.netloc}",
         }
@@ -235,6 +241,15 @@ class Fleet:
         worker.faults = faults
         self.workers.append(worker.start())
         return worker
+
+    def switch_profile(self, spec: str) -> None:
+        """The simulator plays `spec` from now on; workers started from now
+        on send through its providers (the running ones are the caller's to
+        replace)."""
+        answer = call("PUT", f"{self.sim_url}/_config", json={"profile": spec})
+        if answer is None or answer.status_code != 200:
+            raise RuntimeError(f"the simulator refused the profile {spec}")
+        self.profile = spec
 
     def live_workers(self) -> list[Proc]:
         return [w for w in self.workers if w.alive()]

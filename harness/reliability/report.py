@@ -57,6 +57,7 @@ def print_table(report: RunReport, console: Console | None = None) -> None:
     for what, n in rows:
         processed.add_row(what, str(n))
     console.print(processed)
+    _print_soak(report, console)
 
     checks = Table(title="Invariants")
     checks.add_column("invariant")
@@ -68,3 +69,32 @@ def print_table(report: RunReport, console: Console | None = None) -> None:
     console.print(checks)
     seconds = ", ".join(f"{k} {v} s" for k, v in report.seconds.items())
     console.print(f"{seconds}; {report.violations} invariant violations")
+
+
+def _print_soak(report: RunReport, console: Console) -> None:
+    """What the soak adds: the big job, urgent latency beside it, PgBouncer's
+    moves, and each process's peak memory."""
+    p = report.processed
+    big = p.get("big_job") or {}
+    if big:
+        urgent = big["urgent"]
+        console.print(
+            f"big job: {big['recipients']:,} recipients, made in {big['created_s']} s"
+            f" {big['failure']}; its intents {big['intents_by_state']}"
+        )
+        console.print(
+            f"urgent singles beside it: {urgent['created']} created,"
+            f" {urgent['reached_provider']} reached the provider;"
+            f" create to provider call p50 {urgent['p50_s']} s, p99 {urgent['p99_s']} s,"
+            f" max {urgent['max_s']} s ({big['urgent_refused']} creates refused)"
+        )
+    if report.server.get("pgbouncer_moves") is not None:
+        console.print(f"PgBouncer moved to a new primary {report.server['pgbouncer_moves']} times")
+    peaks = p.get("peak_memory") or {}
+    if peaks:
+        memory = Table(title="Peak memory (resident, MiB)")
+        memory.add_column("process")
+        memory.add_column("peak")
+        for role, mib in peaks["by_role_mib"].items():
+            memory.add_row(role, str(mib))
+        console.print(memory)

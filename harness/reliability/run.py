@@ -31,11 +31,21 @@ from typing import Any
 import psycopg
 
 from harness.failover.watch import resumed, watching
-from harness.pgbouncer import pgbouncer, through
 from harness.wires import wired_in
 from tidings import Tidings
 
-from . import database, faults, invariants, probes, snapshot
+from . import (
+    catchup,
+    database,
+    faults,
+    invariants,
+    memory,
+    probes,
+    snapshot,
+    soak,
+    switching,
+)
+from .bigjob import BigJob
 from .processes import Fleet
 from .webhooks import WebhookRelay
 from .workload import Workload
@@ -72,11 +82,21 @@ class RunConfig:
     # API and workers reach the database through PgBouncer in transaction
     # pooling mode (docs/scaling.md); the checks read it directly.
     pgbouncer: bool = False
+    pgbouncer_pool: int = 4  # PgBouncer's server connections per database
     # A three-member Patroni cluster instead (harness/failover/), with its
     # failovers and switchovers among the faults; `periods` replaces the
     # fault kinds of faults.PERIODS (a run of fewer kinds).
     patroni: bool = False
     periods: dict[str, float] | None = None
+    # Issue #43: a job of this many recipients (0: none), made early in the
+    # run, beside urgent single intents over HTTP at this rate; the drain
+    # waits up to `big_job_timeout_s` for it to finish first.
+    big_job: int = 0
+    urgent_per_s: float = 1.0
+    big_job_timeout_s: float = 600.0
+    # Issue #43: the run in this many equal spans, each channel moved to the
+    # next wired provider between two (switching.py); 0 or 1: no switch.
+    profile_phases: int = 0
     progress: Callable[[str], None] = field(default=lambda _: None, repr=False)
 
 
@@ -118,9 +138,8 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
     log_dir = config.log_dir or config.report_dir / f"logs-{tag}"
     secret = secrets.token_hex(24)
     wired = bool(wired_in(config.profile)) if config.wire is None else config.wire
-    pooled_url = None
-    if config.pgbouncer:
-        pooled_url = through(db_url, stack.enter_context(pgbouncer(server.url)))
+    wired = wired or config.profile_phases > 1  # switching is through the wires
+    pooler = soak.pooled(db_url, server, stack, config.pgbouncer_pool) if config.pgbouncer else None
     fleet = Fleet(
         db_url,
         home,
@@ -131,14 +150,16 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
         concurrency=config.concurrency,
         simulator_seed=config.seed,
         profile=config.profile,
-        pooled_url=pooled_url,
+        pooled_url=pooler.url if pooler is not None else None,
         wire=wired,
+        switching=config.profile_phases > 1,
     )
     relay = WebhookRelay(fleet.api_url, _route(config.profile, wired)).start()
     stack.callback(relay.close)
     stack.callback(fleet.stop)
     fleet.start(relay.url)
     waiting = stack.enter_context(watching(fleet.metrics_url)) if config.patroni else None
+    peaks = stack.enter_context(memory.watching(lambda: soak.pids(fleet, pooler, server)))
     faults.configure(fleet.sim_url, {**faults.BASELINE, "seed": config.seed})
     t = Tidings(db_url, secret_key=secret)
     stack.callback(t.close)
@@ -154,6 +175,10 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
     injector = faults.Injector(
         fleet, server, relay, work, random.Random(rng.random()), config.flood_size, config.job_size
     )
+    if config.profile_phases > 1:
+        switcher = switching.Switcher(fleet, injector, switching.rotation(config.profile))
+        injector.more_actions[switching.KIND] = switcher.switch
+        switching.schedule_switches(schedule, chaos_s, config.profile_phases)
     stop = threading.Event()
     stack.callback(stop.set)  # however the run ends, load and faults stop first
     errors: Counter[str] = Counter()  # load that failed during faults (expected)
@@ -166,6 +191,10 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
     ]
     backlog: list[tuple[float, int]] = []  # (seconds into the run, intents due now)
     threads.append(_every(5.0, stop, "backlog", _sample(db_url, injector, backlog), errors))
+    big = BigJob(work, config.big_job)
+    if config.big_job:
+        threads.append(threading.Thread(target=big.create, name="big-job", daemon=True))
+        threads.append(_every(1 / config.urgent_per_s, stop, "urgent", big.urgent_one, errors))
     for thread in threads:
         thread.start()
     threads[0].join()  # the schedule ends with the final restart
@@ -181,12 +210,16 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
     if disarmed:
         say(f"killed armed workers before the probes: {', '.join(disarmed)}")
     extra: dict[str, list[str]] = {"processes_recover": list(injector.problems)}
-    drained = _wait_drained(db_url, config.drain_timeout_s)
+    if config.big_job:
+        finished = big.wait_finished(db_url, config.big_job_timeout_s)
+        seconds["big_job_after_chaos"] = finished or config.big_job_timeout_s
+        say(f"big job: {big.unfinished(db_url)} left to send after {finished} s more")
+    drained = catchup.wait_drained(db_url, config.drain_timeout_s)
     seconds["drain"] = round(drained if drained is not None else config.drain_timeout_s, 1)
     if drained is None:
         extra["processes_recover"].append(
             f"backlog not drained {config.drain_timeout_s:.0f} s after the last fault: "
-            f"{_backlog(db_url)}"
+            f"{catchup.backlog(db_url)}"
         )
     say(f"backlog drained in {seconds['drain']} s; probing each worker alone")
     probed = probes.probe_all(fleet, t, tag)
@@ -195,7 +228,7 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
     for name, proc in (("api", fleet.api), ("simulator", fleet.simulator)):
         if proc is None or not proc.alive():
             extra["processes_recover"].append(f"{name} is not running at the end")
-    settled = _wait_settled(db_url, config.settle_timeout_s)
+    settled = catchup.wait_settled(db_url, config.settle_timeout_s)
     seconds["settle"] = round(settled if settled is not None else config.settle_timeout_s, 1)
 
     evidence = snapshot.take(
@@ -215,6 +248,9 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
         [f"replayed webhooks had effects {non_duplicate}"] if non_duplicate else []
     )
     results = invariants.check_all(evidence)
+    failovers = resumed(db_url, server.cluster.events) if server.cluster else []
+    soak.with_moves(failovers, pooler.moves if pooler is not None else None)
+    peaks.sample(soak.pids(fleet, pooler, server))
     suspects = _suspects(results)
     seconds["total"] = round(time.monotonic() - clock, 1)
     return RunReport(
@@ -228,7 +264,8 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
         server={
             "kind": server.kind,
             "restart": server.restart_skip_reason or "possible",
-            "failovers": resumed(db_url, server.cluster.events) if server.cluster else [],
+            "failovers": failovers,
+            "pgbouncer_moves": len(pooler.moves or []) if pooler is not None else None,
         },
         faults=injector.summary(),
         workload={
@@ -248,6 +285,8 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
             "backlog_peak": max((n for _, n in backlog), default=0),
             "backlog_every_5s": backlog,
             "waiting_for_primary": waiting.summary() if waiting else {},
+            "big_job": big.report(evidence) if config.big_job else {},
+            "peak_memory": peaks.summary(),
         },
         probes=[asdict(p) for p in probed],
         invariants={
@@ -266,6 +305,9 @@ def _processed(s: invariants.Snapshot) -> dict[str, Any]:
         "intents_by_state": dict(Counter(i["state"] for i in s.intents).most_common()),
         "attempts": len(s.attempts),
         "provider_requests": dict(Counter(e["outcome"] for e in s.ledger_after).most_common()),
+        "provider_requests_by_profile": dict(
+            Counter(e.get("profile") for e in s.ledger_after).most_common()
+        ),
         "observations_by_source": dict(Counter(o["source"] for o in s.observations)),
         "receipts_by_state": dict(Counter(r["state"] for r in s.receipts)),
         "lease_recoveries": sum(
@@ -330,7 +372,7 @@ def _sample(
 ) -> Callable[[], None]:
     def step() -> None:
         with psycopg.connect(db_url, connect_timeout=3) as conn:
-            row = conn.execute(DUE_SQL).fetchone()
+            row = conn.execute(catchup.DUE_SQL).fetchone()
         into.append((round(injector.elapsed(), 1), int(row[0]) if row else 0))
 
     return step
@@ -344,61 +386,6 @@ def _trickle(work: Workload, seed: float) -> Callable[[], None]:
 def _cancels(work: Workload, seed: float) -> Callable[[], None]:
     rng = random.Random(seed)
     return lambda: work.cancel_one(rng)
-
-
-# --- waiting for the system to catch up ------------------------------------
-
-DUE_SQL = (
-    "SELECT count(*) FROM intents WHERE state IN ('pending', 'resend_due') AND next_due_at <= now()"
-)
-BACKLOG_SQL = """
-SELECT
-  (SELECT count(*) FROM intents WHERE state IN ('pending', 'resend_due')
-     AND next_due_at < now() - interval '5 seconds') AS overdue,
-  (SELECT count(*) FROM intents WHERE state = 'sending'
-     AND lease_expires_at < now() - interval '5 seconds') AS lost_leases,
-  (SELECT count(*) FROM attempts WHERE state IN ('sending', 'accepted', 'unknown')
-     AND next_check_at < now() - interval '10 seconds') AS overdue_checks,
-  (SELECT count(*) FROM intents WHERE state = 'sending') AS sending
-"""
-
-
-def _backlog(db_url: str) -> dict[str, int]:
-    with psycopg.connect(db_url, connect_timeout=5) as conn:
-        cur = conn.execute(BACKLOG_SQL)
-        row = cur.fetchone()
-        assert row is not None and cur.description is not None
-        return {d.name: int(v) for d, v in zip(cur.description, row, strict=True)}
-
-
-def _wait_until(
-    db_url: str, predicate: Callable[[dict[str, int]], bool], timeout: float
-) -> float | None:
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        try:
-            if predicate(_backlog(db_url)):
-                return time.monotonic() - started
-        except psycopg.OperationalError:
-            pass
-        time.sleep(0.5)  # polling real processes; bounded by the timeout
-    return None
-
-
-def _wait_drained(db_url: str, timeout: float) -> float | None:
-    """Every due intent claimed, every lost lease recovered, no check overdue."""
-    return _wait_until(
-        db_url,
-        lambda b: b["overdue"] == 0 and b["lost_leases"] == 0 and b["overdue_checks"] == 0,
-        timeout,
-    )
-
-
-def _wait_settled(db_url: str, timeout: float) -> float | None:
-    """Nothing in flight, so the rows and the provider's ledger can be compared."""
-    return _wait_until(
-        db_url, lambda b: b["sending"] == 0 and b["overdue"] == 0 and b["lost_leases"] == 0, timeout
-    )
 
 
 def _route(spec: str, wired: bool) -> str:

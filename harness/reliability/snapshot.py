@@ -49,7 +49,7 @@ def take(
         )
         attempts = _rows(
             conn,
-            "SELECT tenant_id, intent_id, n, attempt_key, channel, state, code,"
+            "SELECT tenant_id, intent_id, n, attempt_key, channel, provider, state, code,"
             " provider_message_id, accepted_at, next_check_at, call_started_at FROM attempts",
         )
         transitions = _rows(

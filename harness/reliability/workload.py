@@ -177,11 +177,21 @@ class Workload:
     def flood(self, size: int) -> int:
         """`size` intents in one library transaction: a burst the workers cannot
         drain at once, committed (and announced by NOTIFY) all together."""
-        made = [self.request() for _ in range(size)]
+        made: list[tuple[str, dict[str, Any]]] = []
 
         def create() -> list[Any]:
+            # Each request drawn right before its create, and again on each
+            # try: on a loaded machine a flood's transaction outlasts the
+            # nearest deadlines (15 s) of requests drawn at its start, and a
+            # failover's wait outlasts them all; the create refuses a past
+            # one. A try whose commit did happen leaves an unacknowledged flood.
+            made.clear()
+            intents = []
             with self.t.db.transaction() as conn:
-                return [self.t.notify(conn=conn, **body) for _, body in made]
+                for _ in range(size):
+                    made.append(self.request())
+                    intents.append(self.t.notify(conn=conn, **made[-1][1]))
+            return intents
 
         intents = retrying(create)
         self._remember([(kind, str(i.id)) for (kind, _), i in zip(made, intents, strict=True)])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from collections import Counter
 from importlib import resources
 from pathlib import Path
@@ -21,8 +22,9 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from harness.pgbouncer import pgbouncer, through
+from harness.pgbouncer import bouncer, pgbouncer, through
 from harness.processes import ledger, simulator, start_api, start_worker, wait_http, wait_until
+from psycopg.conninfo import conninfo_to_dict
 
 from tests.conftest import TEST_SECRET, with_example_policy
 from tidings import ManualClock, Tidings
@@ -48,6 +50,31 @@ def test_without_the_setting_prepared_statements_break(db_url: str) -> None:
     ):
         first.publish_template("offer", channel="sms", body="A spot opened.")
         second.publish_template("offer", channel="sms", body="A spot opened.")
+
+
+def test_a_repointed_pgbouncer_reaches_its_new_server_within_seconds(db_url: str) -> None:
+    """What follows a failover (harness/failover/follow.py): PgBouncer aimed at
+    a server that is gone refuses clients; moved to the live one, it serves
+    them again at once, not after its 15 s default `server_login_retry`."""
+    server = conninfo_to_dict(db_url)
+    live = (str(server.get("host") or "127.0.0.1"), int(server.get("port") or 5432))
+    gone = ("127.0.0.1", free_port())
+    with bouncer(db_url, target=gone, databases=(str(server["dbname"]),)) as pooler:
+        pooled = through(db_url, pooler.port)
+        assert not _answers(pooled)
+        pooler.repoint(*live)
+        started = time.monotonic()
+        wait_until(lambda: _answers(pooled), timeout=10, what="PgBouncer on its new server")
+        assert time.monotonic() - started < 5
+        assert pooler.repoints == 1
+
+
+def _answers(url: str) -> bool:
+    try:
+        with psycopg.connect(url, connect_timeout=2) as conn:
+            return conn.execute("SELECT 1").fetchone() == (1,)
+    except psycopg.OperationalError:
+        return False
 
 
 def test_migrations_run_through_the_pooler(fresh_db: str) -> None:

@@ -287,3 +287,18 @@ def test_a_send_carrying_no_key_of_ours_is_counted_against_lost_answers() -> Non
     assert found.startswith("2 sms sends carry no key of ours")
     s.profiles = {"sms": {"name": "twilio"}}  # a wire that carries our key: both are strays
     assert len(inv.every_send_had_a_committed_claim(s)) == 2
+
+
+def test_unknown_is_judged_by_the_provider_the_attempt_went_to_not_the_channels_last() -> None:
+    """A soak switches the channel's provider (issue #43): an attempt sent
+    through Twilio, which can prove absence, is not excused because the
+    channel plays Vonage, which cannot, by the end of the run."""
+    s = unknown_after(started=True, reached=False, profile=NO_LOOKUP)
+    s.attempts[0]["provider"] = "twilio"
+    found = broken(s)
+    assert "unknown at twilio" in found["unknown_only_where_the_provider_cannot_tell"][0]
+    # And the other way: sent through a provider that cannot tell, it is excused
+    # whatever the channel plays at the end.
+    s = unknown_after(started=True, reached=False, profile=LIST_SEARCH)
+    s.attempts[0]["provider"] = "vonage"
+    assert broken(s) == {}

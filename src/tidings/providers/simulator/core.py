@@ -29,7 +29,7 @@ from typing import Any
 from tidings.providers.simulator import views
 from tidings.providers.simulator.config import SimulatorConfig
 from tidings.providers.simulator.magic import Magic, magic_for
-from tidings.providers.simulator.profiles import Echo, Profile
+from tidings.providers.simulator.profiles import Echo, Profile, profile
 from tidings.providers.simulator.records import Message, Receipt, Reply, destination_hash
 
 _MAGIC_OUTCOMES = {
@@ -113,9 +113,12 @@ class SimulatorCore:
 
     # --- sending -------------------------------------------------------------
 
-    def send(self, channel: str, payload: Mapping[str, Any]) -> Reply:
+    def send(self, channel: str, payload: Mapping[str, Any], *, played: str | None = None) -> Reply:
+        """A send on `channel`; `played`: the provider whose own wire it came
+        through (the channel's current profile when None: our protocol)."""
         to, key = str(payload["to"]), str(payload["idempotency_key"])
         with self._lock:
+            chosen = profile(played) if played else self.profile(channel)
             rng, message_id = self._request_rng(channel, key)
             magic = magic_for(channel, to)
             outcome = self._fault(magic, rng)
@@ -125,15 +128,20 @@ class SimulatorCore:
                 first is not None
                 and outcome in _ACCEPTED_OUTCOMES
                 and self._messages[first].channel == channel
-                and self.profile(channel).honours_idempotency
+                and chosen.honours_idempotency
             ):
                 # The provider knows this key: the first message comes back
                 # and nothing new is sent.
                 outcome, message = "deduplicated", self._messages[first]
             elif outcome in _ACCEPTED_OUTCOMES:
-                message = self._accept(message_id, channel, key, to, magic, rng)
-            self._ledger.append(self._ledger_entry(channel, key, to, message, outcome))
+                message = self._accept(message_id, channel, key, to, magic, rng, chosen)
+            entry = self._ledger_entry(channel, key, to, message, outcome)
+            self._ledger.append({**entry, "profile": chosen.name})
             return self._reply(outcome, message, magic)
+
+    def _played(self, message: Message) -> Profile:
+        """The provider a message was sent through."""
+        return profile(message.profile) if message.profile else self.profile(message.channel)
 
     def _request_rng(self, channel: str, key: str) -> tuple[random.Random, str]:
         n = self._seen.get((channel, key), 0)
@@ -166,15 +174,17 @@ class SimulatorCore:
         to: str,
         magic: Magic | None,
         rng: random.Random,
+        played: Profile,
     ) -> Message:
         now, delay = self.now(), self._config.receipt_delay_ms / 1000
         status, code = self._final_outcome(channel, magic, rng)
         message = Message(
-            message_id, channel, key, now, now + delay / 2, now + delay, status, code, to
-        )
+            message_id, channel, key, now, now + delay / 2, now + delay, status, code, to,
+            played.name,
+        )  # fmt: skip
         self._messages[message_id] = message
         self._first_by_key.setdefault(key, message_id)
-        if self._config.webhook_url and self.profile(channel).receipts:
+        if self._config.webhook_url and played.receipts:
             self._plan_receipts(message, rng)
         return message
 
@@ -224,7 +234,7 @@ class SimulatorCore:
 
     def _plan_receipts(self, message: Message, rng: random.Random) -> None:
         c = self._config
-        played = self.profile(message.channel)
+        played = self._played(message)
         stages = [
             ("sent", None, message.sent_at),
             (message.final_status, message.final_code, message.final_at),
@@ -303,7 +313,7 @@ class SimulatorCore:
                 if not any(p.lookup_by_id for p in self._profiles.values()):
                     raise NotSupported("no lookup by message id")
                 return None
-            played = self.profile(message.channel)
+            played = self._played(message)
             if message.channel not in played.lookup_by_id:
                 raise NotSupported(f"{played.name} has no {message.channel} lookup by id")
             return message.view(self.now(), played)
@@ -323,37 +333,50 @@ class SimulatorCore:
                 raise NotSupported("no lookup by our key: real providers have none")
             message_id = self._first_by_key.get(idempotency_key)
             message = self._messages.get(message_id) if message_id else None
-            return message.view(self.now(), self.profile(message.channel)) if message else None
+            return message.view(self.now(), self._played(message)) if message else None
 
     def search(
-        self, channel: str, to: str, since: float, until: float | None = None
+        self,
+        channel: str,
+        to: str,
+        since: float,
+        until: float | None = None,
+        *,
+        played: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Messages to `to` accepted in [since, until]: the provider's list search."""
+        """Messages to `to` accepted in [since, until]: the list search of
+        `played` (the channel's current provider when None), over its own
+        messages only."""
         with self._lock:
             self._lookup_fault()
-            played = self.profile(channel)
-            if not played.list_search:
-                raise NotSupported(f"{played.name} has no list search")
-            return self._visible(
-                played,
-                (m for m in self._messages.values() if m.channel == channel and m.to == to),
-                since,
-                until,
-            )
-
-    def find_by_reference(self, channel: str, reference: str) -> list[dict[str, Any]]:
-        """Messages stored with this reference of ours (Postmark's metadata search)."""
-        with self._lock:
-            self._lookup_fault()
-            played = self.profile(channel)
-            if not played.reference_search:
-                raise NotSupported(f"{played.name} has no search by reference")
+            asked = profile(played) if played else self.profile(channel)
+            if not asked.list_search:
+                raise NotSupported(f"{asked.name} has no list search")
             found = (
                 m
                 for m in self._messages.values()
-                if m.channel == channel and m.idempotency_key == reference
+                if m.channel == channel and m.to == to and self._played(m).name == asked.name
             )
-            return self._visible(played, found, None, None)
+            return self._visible(asked, found, since, until)
+
+    def find_by_reference(
+        self, channel: str, reference: str, *, played: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Messages stored with this reference of ours (Postmark's metadata
+        search), among `played`'s (the channel's current provider when None)."""
+        with self._lock:
+            self._lookup_fault()
+            asked = profile(played) if played else self.profile(channel)
+            if not asked.reference_search:
+                raise NotSupported(f"{asked.name} has no search by reference")
+            found = (
+                m
+                for m in self._messages.values()
+                if m.channel == channel
+                and m.idempotency_key == reference
+                and self._played(m).name == asked.name
+            )
+            return self._visible(asked, found, None, None)
 
     def _lookup_fault(self) -> None:
         if self._lookup_rng.random() < self._config.rate_lookup_5xx:

@@ -38,6 +38,9 @@ class Message:
     final_status: str
     final_code: str | None
     to: str = ""
+    # The profile it was sent through: its lookups and receipts stay that
+    # provider's after its channel moves to another (a soak's switch).
+    profile: str = ""
 
     def state_at(self, now: float) -> tuple[str, str | None, float]:
         if now >= self.final_at:

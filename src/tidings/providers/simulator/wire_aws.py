@@ -248,7 +248,7 @@ def _ses(core: SimulatorCore, account: AwsAccount, body: bytes) -> WireAnswer:
         "idempotency_key": tags.get("tidings_attempt") or f"ses-request-{next(_serial)}",
         "metadata": {},
     }
-    reply = core.send("email", payload)
+    reply = core.send("email", payload, played="ses")
     if reply.status_code in (200, 201):
         ok = {"Content-Type": "application/json", "x-amzn-RequestId": _request_id()}
         answer_body = json.dumps({"MessageId": reply.body["message_id"]}).encode()
@@ -304,7 +304,7 @@ def _sms(core: SimulatorCore, account: AwsAccount, body: bytes) -> WireAnswer:
     }
     if request.get("TimeToLive") is not None:
         payload["validity_seconds"] = int(request["TimeToLive"])
-    reply = core.send("sms", payload)
+    reply = core.send("sms", payload, played="aws_sms")
     latency = reply.latency_s
     if reply.status_code in (200, 201):
         ok = {"Content-Type": JSON_10, "x-amzn-RequestId": _request_id()}
@@ -368,7 +368,7 @@ def _sns(core: SimulatorCore, form: Mapping[str, str]) -> WireAnswer:
         "idempotency_key": f"sns-request-{next(_serial)}",
         "metadata": {},
     }
-    reply = core.send("sms", payload)
+    reply = core.send("sms", payload, played="sns")
     latency = reply.latency_s
     if reply.status_code in (200, 201) or reply.body.get("code") == "OPTED_OUT":
         # An opted-out number is published to and silently never delivered.

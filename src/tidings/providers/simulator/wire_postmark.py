@@ -166,7 +166,7 @@ def _send(core: SimulatorCore, raw: bytes) -> Reply:
         "idempotency_key": key or f"postmark-request-{next(_serial)}",
         "metadata": {},
     }
-    reply = core.send("email", payload)
+    reply = core.send("email", payload, played="postmark")
     if reply.status_code in (200, 201):
         accepted = {
             "To": to,
@@ -215,7 +215,7 @@ def _search(core: SimulatorCore, query: Mapping[str, str]) -> Reply:
     first = f"{KEY_FIELD}_0"
     if len(wanted) != 1 or wanted[0][0] != first:
         raise NotSupported(f"the simulator searches Postmark by metadata_{first} only")
-    found = core.find_by_reference("email", wanted[0][1])
+    found = core.find_by_reference("email", wanted[0][1], played="postmark")
     found.reverse()  # newest first, as Postmark lists them
     page = found[offset : offset + count]
     messages = [_message(core, m, _state(str(m["status"]), m.get("code"))[0]) for m in page]
@@ -223,7 +223,7 @@ def _search(core: SimulatorCore, query: Mapping[str, str]) -> Reply:
 
 
 def _message(core: SimulatorCore, found: Mapping[str, Any], status: str) -> dict[str, Any]:
-    reference = views.echoed_reference(core.profile("email"), dict(found), {})
+    reference = views.echoed_reference(profile("postmark"), dict(found), {})
     return {
         "MessageID": str(found["message_id"]),
         "Status": status,

@@ -204,7 +204,7 @@ def _send(core: SimulatorCore, raw: bytes) -> Reply:
         "idempotency_key": key if isinstance(key, str) and key else _own_key(),
         "metadata": {},
     }
-    reply = core.send("email", payload)
+    reply = core.send("email", payload, played="sendgrid")
     latency = reply.latency_s
     if reply.status_code in (200, 201):
         headers = {"X-Message-Id": str(reply.body["message_id"])}

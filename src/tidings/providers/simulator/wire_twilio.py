@@ -144,7 +144,7 @@ def _send(core: SimulatorCore, account: TwilioAccount, form: Mapping[str, str]) 
         "idempotency_key": reference or f"twilio-request-{next(_serial)}",
         "metadata": {},
     }
-    reply = core.send("sms", payload)
+    reply = core.send("sms", payload, played="twilio")
     if reply.status_code in (200, 201):
         message = str(reply.body["message_id"])
         now = core.now()
@@ -176,7 +176,7 @@ def _list(
     if not to:
         return _error(400, 21604, "The list search needs 'To' here")
     size = int(query.get("PageSize") or 50)
-    found = core.search("sms", to, 0.0, None)
+    found = core.search("sms", to, 0.0, None, played="twilio")
     # Newest first, as Twilio lists them.
     found.sort(key=lambda m: _stamp(m["created_at"]), reverse=True)
     page = [_resource(account, m) for m in found[:size]]

@@ -142,7 +142,7 @@ def answer(core: SimulatorCore, account: VonageAccount, params: Mapping[str, str
         "idempotency_key": reference or f"vonage-request-{next(_serial)}",
         "metadata": {},
     }
-    reply = core.send("sms", payload)
+    reply = core.send("sms", payload, played="vonage")
     latency = reply.latency_s
     if reply.status_code in (200, 201):
         message = {
