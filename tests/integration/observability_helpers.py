@@ -8,7 +8,7 @@ from datetime import datetime
 import psycopg
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from tidings.observability.alerts import every_condition
+from tidings.observability.alerts import evaluate_each
 from tidings.observability.alerts.config import AlertConfig
 from tidings.observability.alerts.rules import Alert
 from tidings.observability.metrics import ledger_registry
@@ -50,7 +50,7 @@ def evaluate_alerts(db: Database, now: datetime, config: AlertConfig | None = No
     once what committed before the call can be audited."""
     past_the_horizon(db)
     with db.transaction() as conn:
-        return every_condition(conn, now, config or AlertConfig.from_env())
+        return evaluate_each(conn, now, config or AlertConfig.from_env()).alerts
 
 
 def render_metrics(runtime: Runtime) -> tuple[bytes, str]:

@@ -123,10 +123,6 @@ def evaluate_each(conn: Conn, now: datetime, config: AlertConfig) -> Evaluation:
     return found
 
 
-def every_condition(conn: Conn, now: datetime, config: AlertConfig) -> list[Alert]:
-    return evaluate_each(conn, now, config).alerts
-
-
 @dataclass
 class AlertChanges:
     opened: list[Row] = field(default_factory=list)

@@ -3,16 +3,13 @@
 Thread-safe (one lock) and free of I/O, so the same core serves the FastAPI
 app (`app.py`) and the zero-latency in-process adapter used by benchmarks.
 
-Repeatability: every random decision about a send request comes from an RNG
-seeded by (config seed, channel, idempotency key, how many times that key was
-seen). The same seed and the same requests give the same faults, message ids
-and receipt plans, even when concurrent workers interleave them differently.
-
-A message moves queued -> sent (after half the receipt delay) -> delivered,
-undelivered or failed (after the receipt delay). Status is computed from the
-clock on demand; `advance()` moves the simulated clock forward so tests never
-wait. Receipts (webhook events) are planned at send time, only when a
-webhook_url is configured, and handed out by `take_due_receipts`.
+Repeatability: every random decision about a send comes from an RNG seeded
+by (seed, channel, idempotency key, times that key was seen): the same seed
+and requests give the same faults, ids and receipts, however workers
+interleave. A message moves queued -> sent (after half the receipt delay)
+-> delivered, undelivered or failed (after the delay), computed from the
+clock on demand (`advance()` moves it, so tests never wait). Receipts are
+planned at send time when a webhook_url is set (`take_due_receipts`).
 """
 
 from __future__ import annotations
@@ -319,9 +316,8 @@ class SimulatorCore:
             return message.view(self.now(), played)
 
     def record(self, message_id: str) -> Message | None:
-        """A message as the core keeps it, for a wire answering about a
-        message it took (no lookup fault, no profile check: this is the
-        wire's memory of its own answer, not a lookup the provider offers)."""
+        """A message as kept: a wire's memory of its own answer (no fault, no
+        profile check: not a lookup the provider offers)."""
         with self._lock:
             return self._messages.get(message_id)
 
