@@ -272,9 +272,9 @@ def test_attachments_go_as_raw_mime_loaded_at_send_time(client: Any, signer: Sns
     [
         ("TooManyRequestsException", 429, Retryable, RejectCode.RATE_LIMITED),
         ("MessageRejected", 400, Rejected, RejectCode.CONTENT_REJECTED),
-        ("MailFromDomainNotVerifiedException", 400, Rejected, RejectCode.AUTH_FAILED),
-        ("AccountSuspendedException", 400, Rejected, RejectCode.AUTH_FAILED),
-        ("SendingPausedException", 400, Rejected, RejectCode.AUTH_FAILED),
+        ("MailFromDomainNotVerifiedException", 400, Rejected, RejectCode.SENDER_REJECTED),
+        ("AccountSuspendedException", 400, Rejected, RejectCode.ACCOUNT_RESTRICTED),
+        ("SendingPausedException", 400, Rejected, RejectCode.ACCOUNT_RESTRICTED),
         ("LimitExceededException", 400, Rejected, RejectCode.UNKNOWN),
         ("InternalFailure", 500, Indeterminate, RejectCode.PROVIDER_ERROR),
     ],

@@ -92,9 +92,12 @@ class SesAdapter(AwsAdapter):
         "rendering failure": RejectCode.CONTENT_REJECTED,
         # SendEmail errors
         "messagerejected": RejectCode.CONTENT_REJECTED,  # read by _rejected_code
-        "mailfromdomainnotverifiedexception": RejectCode.AUTH_FAILED,
-        "accountsuspendedexception": RejectCode.AUTH_FAILED,
-        "sendingpausedexception": RejectCode.AUTH_FAILED,
+        # As the sesv2 model documents each: "the sending domain isn't
+        # verified" is our sender's; "permanently restricted" and "currently
+        # paused" are the account's, every send refused alike: it pauses.
+        "mailfromdomainnotverifiedexception": RejectCode.SENDER_REJECTED,
+        "accountsuspendedexception": RejectCode.ACCOUNT_RESTRICTED,
+        "sendingpausedexception": RejectCode.ACCOUNT_RESTRICTED,
     }
 
     def __init__(
