@@ -9,27 +9,26 @@ import time
 import uuid
 
 import pytest
-from harness.wires import WIRED
 
 from tidings.domain.keys import attempt_key
 from tidings.providers.messages import OutboundMessage
 from tidings.providers.outcomes import Accepted, ObservedStatus
 from tidings.providers.simulator import SimulatorConfig, SimulatorCore
 
-from .wired_helpers import posted_receipts, real_adapter
+from .wired_helpers import IN_PROCESS, posted_receipts, real_adapter
 
 HOOK = "http://in-process/hook"
 KEY = attempt_key(uuid.UUID(int=0x37), 1)
 
 
-@pytest.mark.parametrize("profile", sorted(WIRED))
+@pytest.mark.parametrize("profile", sorted(IN_PROCESS))
 def test_a_wired_profiles_real_adapter_sends_and_reads_its_receipts(profile: str) -> None:
     now = [1_900_000_000.0]
     config = SimulatorConfig(profile=profile, webhook_url=HOOK, wire=True, receipt_delay_ms=100)
     core = SimulatorCore(config, clock=lambda: now[0])
     adapter = real_adapter(profile, core, HOOK)
     assert adapter.name == profile
-    channel = WIRED[profile]
+    channel = IN_PROCESS[profile]
     to = "+14155550123" if channel == "sms" else "ada@example.test"
     sent = adapter.send(OutboundMessage(channel, to, "hello", subject="Hi"), KEY)  # type: ignore[arg-type]
     assert isinstance(sent, Accepted), sent
