@@ -195,11 +195,7 @@ WITH RECURSIVE singles AS (
 ), lanes AS (
     SELECT f.* FROM singles s
     JOIN LATERAL (
-        SELECT i.tenant_id, i.id, i.channel, i.event_class, i.job_id, i.template_name,
-               i.template_revision, i.recipient_ref, i.next_due_at, i.created_at,
-               coalesce(i.report_id, i.variables ->> 'report_id',
-                        i.variables -> 'report' ->> 'id') AS report_id,
-               i.purpose, coalesce(i.country, '') AS country
+        SELECT /* include: due_alert_columns */
         FROM intents i
         WHERE i.channel = s.channel AND i.tenant_id = s.tenant_id AND i.job_id IS NULL
           AND i.state IN ('pending', 'resend_due') AND i.next_due_at <= %(now)s
@@ -209,11 +205,7 @@ WITH RECURSIVE singles AS (
     SELECT f.* FROM jobs_due j
     CROSS JOIN (VALUES ('email'), ('sms')) AS c (channel)
     JOIN LATERAL (
-        SELECT i.tenant_id, i.id, i.channel, i.event_class, i.job_id, i.template_name,
-               i.template_revision, i.recipient_ref, i.next_due_at, i.created_at,
-               coalesce(i.report_id, i.variables ->> 'report_id',
-                        i.variables -> 'report' ->> 'id') AS report_id,
-               i.purpose, coalesce(i.country, '') AS country
+        SELECT /* include: due_alert_columns */
         FROM intents i
         WHERE i.tenant_id = j.tenant_id AND i.job_id = j.job_id AND i.channel = c.channel
           AND i.state IN ('pending', 'resend_due') AND i.next_due_at <= %(now)s
