@@ -36,6 +36,26 @@ def latencies(dsn: str, received: dict[str, datetime]) -> list[float]:
     return sorted(samples)
 
 
+def mark_windows(dsn: str, received: dict[str, datetime]) -> list[float]:
+    """Sorted milliseconds from an attempt's durable call-started mark to the
+    provider's receipt of its call: the window invariant 3 leaves, in which
+    a crash makes the outcome unknown (reconciled, never resent)."""
+    query = """
+        SELECT a.attempt_key, a.call_started_at FROM attempts a
+        JOIN intents i ON i.tenant_id = a.tenant_id AND i.id = a.intent_id
+        WHERE a.call_started_at IS NOT NULL AND i.idempotency_key LIKE 'bench:latency:%'
+    """
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(query).fetchall()
+    first = min((marked for _, marked in rows), default=None)
+    samples = [
+        (received[key] - marked).total_seconds() * 1000
+        for key, marked in rows
+        if key in received and first and (marked - first).total_seconds() >= WARM_UP_S
+    ]
+    return sorted(samples)
+
+
 def shortfall(result: ScenarioResult, asked: float, offered: list[float], load: str) -> None:
     """A note naming the repetitions whose producers fell short of the rate asked."""
     short = [(i, x) for i, x in enumerate(offered, 1) if x < SHORT * asked]

@@ -22,7 +22,7 @@ import httpx
 import psycopg
 
 from bench.context import Context
-from bench.latency_samples import latencies, shortfall
+from bench.latency_samples import latencies, mark_windows, shortfall
 from bench.model import Measure, ScenarioResult, percentile, repeat
 from bench.procs import WorkerGroup, WorkerSpec, serve_command, simulator
 from bench.producers import produce, producers_for
@@ -43,6 +43,8 @@ def measure(ctx: Context, template: str, result: ScenarioResult) -> None:
                 "ms", values["p50"]),
         Measure(f"latency.p99_{key}", f"create→provider call p99 at {key}/s, receipts posted",
                 "ms", values["p99"]),
+        Measure(f"latency.mark_p99_{key}", f"call-started mark→provider call p99 at {key}/s",
+                "ms", values["mark_p99"]),
         Measure(f"latency.offered_{key}", f"creation rate achieved ({key}/s asked, "
                 f"{producers_for(RATE)} producer processes)", "intents/s", values["offered"]),
     ]  # fmt: skip
@@ -74,11 +76,12 @@ def _once(ctx: Context, template: str, provider_url: str) -> dict[str, float]:
             at = datetime.fromisoformat(entry["received_at"])
             received.setdefault(entry["idempotency_key"], at)
         samples = latencies(dsn, received)
+        windows = mark_windows(dsn, received)
         delivered = _delivered(dsn)
     finally:
         ctx.server.drop(name)
     return {"p50": percentile(samples, 50), "p99": percentile(samples, 99), "offered": offered,
-            "delivered": delivered}  # fmt: skip
+            "delivered": delivered, "mark_p99": percentile(windows, 99)}  # fmt: skip
 
 
 def _delivered(dsn: str) -> int:

@@ -86,6 +86,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--urgent-per-s", type=float, default=1.0, help="urgent single intents a second"
     )
+    parser.add_argument(
+        "--big-job-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="how long the drain waits for the big job to finish (default 600)",
+    )
     hosts.add_arguments(parser)
     return parser.parse_args(argv)
 
@@ -125,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         big_job=args.big_job or 0,
         profile_phases=args.profile_phases or 0,
         urgent_per_s=args.urgent_per_s,
+        big_job_timeout_s=args.big_job_timeout,
+        soak=args.soak is not None,
         progress=lambda line: console.print(f"[dim]{line}[/]"),
     )
     result = run(config)

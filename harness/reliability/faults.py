@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from harness.skew import SKEW, FaketimeMissing, skewed
+
 from . import database
 from .processes import READY_LINE, Fleet, Proc, WorkerExit, call, last_start
 from .webhooks import WebhookRelay
@@ -43,6 +45,11 @@ PERIODS: dict[str, float] = {
     # publishes a policy past the limits (issue #39, workload.py).
     "hostile_policy": 1e9,
 }
+# The soak's (`--soak`) on top of the rest: a worker replaced by one whose
+# host clock is five minutes off, ahead and behind in turn, reading the time
+# from the database as every deployment should (docs/scaling.md); and, once,
+# the retention purge of a month a year old (oldmonth.py).
+SOAK_PERIODS: dict[str, float] = {"clock_skew": 300.0, "purge_old_month": 1e9}
 # Opt-in (`--pause`): SIGSTOP a worker for longer than its lease, as a long GC
 # pause or a frozen VM would. Off by default: see "Findings" in
 # docs/reliability.md for what it shows.
@@ -152,6 +159,7 @@ class Injector:
     stop_seconds: list[float] = field(default_factory=list)  # SIGTERM to exit
     # Fault kinds defined elsewhere (switching.py's profile_switch).
     more_actions: dict[str, Callable[[], str]] = field(default_factory=dict)
+    _skews: int = 0
     _killed: set[int] = field(default_factory=set)
     _terminated: set[int] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -176,6 +184,7 @@ class Injector:
             "flood": self.flood,
             "bulk_job": self.bulk_job,
             "hostile_policy": self.workload.hostile_policy,
+            "clock_skew": self.clock_skew,
             **self.more_actions,
         }
         for at, kind in schedule.events:
@@ -245,6 +254,23 @@ class Injector:
         spec = f"{self.rng.choice(POINTS)}:kill@{self.rng.randint(1, 12)}"
         armed = self.fleet.start_worker(faults=spec)
         return f"{victim.name} replaced by {armed.name} armed with {spec}"
+
+    def clock_skew(self) -> str:
+        """Replace a worker by one whose wall clock is five minutes ahead or
+        behind. It must take over no lease still held, send nothing past its
+        deadline and cut no Retry-After short: the invariants check all
+        three, whoever sent."""
+        way = ("ahead", "behind")[self._skews % 2]
+        try:
+            env = skewed(SKEW[way], "database")
+        except FaketimeMissing as exc:
+            raise Skipped(str(exc)) from exc
+        self._skews += 1
+        victim = self._victim()
+        self._killed.add(victim.pid)
+        victim.signal(signal.SIGKILL)
+        skewed_worker = self.fleet.start_worker(env=env)
+        return f"{victim.name} replaced by {skewed_worker.name}, its clock {SKEW[way]} ({way})"
 
     def worker_sigterm(self) -> str:
         """A graceful stop must finish and record in-flight sends, then exit 0."""

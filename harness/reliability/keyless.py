@@ -18,8 +18,13 @@ Row = dict[str, Any]
 
 def keyless(s: Snapshot, entry: Row) -> bool:
     """A send over a wire that carries no key of ours (harness/wires.py
-    `KEYLESS`) that no recorded message id ties to its attempt."""
-    return s.wire and s.profiles.get(entry["channel"], {}).get("name") in KEYLESS
+    `KEYLESS`) that no recorded message id ties to its attempt. Judged by
+    the provider the send went to (the ledger's `profile`), not by the one
+    its channel plays at the end: the soak switches them."""
+    if not s.wire:
+        return False
+    played = entry.get("profile") or s.profiles.get(entry["channel"], {}).get("name")
+    return played in KEYLESS
 
 
 def unaccounted(s: Snapshot, unnamed: Counter[str]) -> list[str]:

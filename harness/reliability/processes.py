@@ -224,7 +224,8 @@ class Fleet:
             self.start_worker()
         return self
 
-    def start_worker(self, faults: str = "") -> Proc:
+    def start_worker(self, faults: str = "", env: dict[str, str] | None = None) -> Proc:
+        """A worker; `env` adds to the fleet's environment (a skewed clock)."""
         self._serial += 1
         worker = self._proc(
             f"worker-{self._serial}",
@@ -239,6 +240,7 @@ class Fleet:
             "20",
         )
         worker.faults = faults
+        worker.env.update(env or {})
         self.workers.append(worker.start())
         return worker
 

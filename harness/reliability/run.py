@@ -46,6 +46,7 @@ from . import (
     switching,
 )
 from .bigjob import BigJob
+from .oldmonth import OldMonth
 from .processes import Fleet
 from .webhooks import WebhookRelay
 from .workload import Workload
@@ -97,6 +98,8 @@ class RunConfig:
     # Issue #43: the run in this many equal spans, each channel moved to the
     # next wired provider between two (switching.py); 0 or 1: no switch.
     profile_phases: int = 0
+    # Issue #43's soak: the faults of faults.SOAK_PERIODS as well.
+    soak: bool = False
     progress: Callable[[str], None] = field(default=lambda _: None, repr=False)
 
 
@@ -171,10 +174,15 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
     periods = config.periods
     if config.patroni:
         periods = {**(faults.PERIODS if periods is None else periods), **faults.FAILOVER_PERIODS}
+    if config.soak:
+        periods = {**(faults.PERIODS if periods is None else periods), **faults.SOAK_PERIODS}
     schedule = faults.Schedule.draw(chaos_s, random.Random(rng.random()), config.pauses, periods)
     injector = faults.Injector(
         fleet, server, relay, work, random.Random(rng.random()), config.flood_size, config.job_size
     )
+    old_month = OldMonth(db_url, secret, fleet.env()) if config.soak else None
+    if old_month is not None:
+        injector.more_actions["purge_old_month"] = old_month.purge
     if config.profile_phases > 1:
         switcher = switching.Switcher(fleet, injector, switching.rotation(config.profile))
         injector.more_actions[switching.KIND] = switcher.switch
@@ -243,6 +251,8 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
     # Issue #39: the hostile policy was refused by the API, and what was
     # planted around it was quarantined, nothing sent under it.
     evidence.extra["hostile_policy_isolated"] = work.hostile_check()
+    if old_month is not None:
+        evidence.extra["old_month_purged"] = old_month.check()
     non_duplicate = {k: n for k, n in injector.replay_effects.items() if k != "duplicate"}
     evidence.extra["replayed_webhooks_change_nothing"] = (
         [f"replayed webhooks had effects {non_duplicate}"] if non_duplicate else []

@@ -116,9 +116,23 @@ def _metric_counts(db_url: str, metrics_url: str) -> tuple[dict[str, int], dict[
                         metrics[state] = metrics.get(state, 0) + int(sample.value)
         rows = _counts(db_url, sql, ())
         if metrics == rows:
-            break
+            return metrics, rows
         time.sleep(PROJECTION_PAUSE_S)  # real processes are still settling
-    return metrics, rows
+    # Still moving (reconciliation polls go on after the settle): the scrape
+    # and the count never saw one moment. Compare what /metrics reads, the
+    # kept counts, with the rows in one snapshot instead: exact at any pace.
+    return _kept_and_rows(db_url)
+
+
+def _kept_and_rows(db_url: str) -> tuple[dict[str, int], dict[str, int]]:
+    with psycopg.connect(db_url) as conn:
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        kept = conn.execute(
+            "SELECT state, sum(n)::bigint FROM intent_counts GROUP BY state HAVING sum(n) <> 0"
+        ).fetchall()
+        rows = conn.execute("SELECT state, count(*) FROM intents GROUP BY state").fetchall()
+        conn.rollback()
+    return {str(k): int(n) for k, n in kept}, {str(k): int(n) for k, n in rows}
 
 
 def _counts(db_url: str, sql: str, params: tuple[Any, ...]) -> dict[str, int]:

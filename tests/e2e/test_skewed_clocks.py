@@ -28,28 +28,12 @@ import httpx
 import psycopg
 import pytest
 from harness.processes import await_exit, ledger, offers, simulator, start_worker, wait_until
+from harness.skew import SKEW, skewed
 
 from tests.conftest import TEST_SECRET, with_example_policy
 from tidings import Tidings
 
-LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
-SHIM = Path(__file__).parent / "faketime_shim"
 SENT = {"accepted", "timeout_after_accept"}
-SKEW = {"ahead": "+5m", "behind": "-5m"}
-
-
-def skewed(offset: str, clock: str) -> dict[str, str]:
-    assert LIBFAKETIME.exists(), "libfaketime is missing: run scripts/install-faketime"
-    return {
-        "LD_PRELOAD": str(LIBFAKETIME),
-        "FAKETIME": offset,
-        # Threads read the clock at once; without this each call may be cached.
-        "FAKETIME_NO_CACHE": "1",
-        # The monotonic clock stays true: see faketime_shim/sitecustomize.py.
-        "DONT_FAKE_MONOTONIC": "1",
-        "PYTHONPATH": str(SHIM),
-        "TIDINGS_CLOCK": clock,
-    }
 
 
 @contextmanager

@@ -105,3 +105,46 @@ def test_a_mark_refuses_a_claim_canceled_since_and_a_claim_another_worker_holds(
         (first.id, 1, False),
         (second.id, 1, True),
     }
+
+
+def test_recovery_leaves_an_attempt_its_worker_is_recording_to_the_next_sweep(
+    tidings: Tidings, clock: ManualClock, db_url: str
+) -> None:
+    """A worker records what its call did: the attempt's row first, then the
+    intent's. The sweeper has locked the intent (its lease ran out meanwhile)
+    and must not wait for the attempt, or the two deadlock (seen once at
+    load 35, docs/benchmarks.md). It skips the intent; the next sweep finds
+    what the worker recorded."""
+    publish_offer_template(tidings)
+    core = simulator(clock)
+    w = worker(tidings, core, lease_seconds=30)
+    intent = offer(tidings)
+    [claimed] = w.claim("sms", 10)
+    assert w._starts.verdict(claimed) is Verdict.GO
+    clock.advance(31)
+    with psycopg.connect(db_url) as recorder:
+        recorder.execute("SELECT 1 FROM attempts WHERE intent_id = %s FOR UPDATE", [intent.id])
+        locked: list[bool] = []
+        with tidings.db.transaction() as conn:
+            # Were the sweeper to wait, this would fail after five seconds.
+            conn.execute("SET LOCAL lock_timeout = '5s'")
+            assert recover_leases(conn, clock.now()) == 0
+            # The recorder's next statement waits for the sweep, not the reverse.
+            waiter = threading.Thread(
+                target=lambda: locked.append(
+                    recorder.execute(
+                        "SELECT 1 FROM intents WHERE id = %s FOR UPDATE", [intent.id]
+                    ).fetchone()
+                    is not None
+                )
+            )
+            waiter.start()
+            wait_for_lock(db_url, lambda: bool(locked))
+        waiter.join(10)
+        assert locked == [True]
+        recorder.rollback()
+    assert tidings.get(intent.id).state is IntentState.SENDING
+    assert w.sweep_once()["leases_recovered"] == 1
+    got = tidings.get(intent.id)
+    assert got.state is IntentState.RECONCILING
+    assert got.attempts[0].code == "LEASE_EXPIRED"

@@ -23,7 +23,7 @@ from tidings.domain.ids import uuid7
 from tidings.domain.intent import Intent
 from tidings.observability.process_metrics import PROCESS_REGISTRY
 from tidings.store.database import Database
-from tidings.store.primary import WATCH, PrimaryUnavailable
+from tidings.store.primary import WATCH, ConnectionOutOfStep, PrimaryUnavailable
 
 from .dispatch_helpers import offer_request, publish_offer_template
 
@@ -68,6 +68,34 @@ def test_a_read_only_member_is_no_primary_and_its_connection_is_dropped(
         conn.execute("SELECT 1")
     assert not WATCH.waiting and WATCH.waits == waits + 1
     assert waiting_gauge() == 0.0
+
+
+def test_a_connection_out_of_step_is_no_primary_and_is_dropped(db: Database) -> None:
+    """psycopg's own complaint that the server's answers did not match its
+    command, as PgBouncer once produced for a `BEGIN` right after its server
+    was killed (docs/reliability.md): the API must answer 503, not 500, and
+    the pool must not hand the connection out again."""
+    stats = db.pool.get_stats()
+    dropped_before = stats.get("connections_lost", 0) + stats.get("returns_bad", 0)
+    with pytest.raises(ConnectionOutOfStep) as raised, db.transaction():
+        raise psycopg.InternalError("received 2 results from command 'BEGIN'")
+    assert isinstance(raised.value, psycopg.OperationalError)
+    assert WATCH.waiting
+    stats = db.pool.get_stats()
+    assert stats.get("connections_lost", 0) + stats.get("returns_bad", 0) > dropped_before
+    with db.transaction() as conn:
+        conn.execute("SELECT 1")
+    assert not WATCH.waiting
+
+
+def test_a_server_error_of_class_xx_is_about_the_statement(db: Database) -> None:
+    """Only psycopg's own protocol errors (no SQLSTATE) are read as a lost
+    connection; the server's internal errors keep their meaning."""
+    with pytest.raises(psycopg.errors.InternalError) as raised, db.transaction() as conn:
+        conn.execute("DO $$ BEGIN RAISE EXCEPTION 'x' USING ERRCODE = 'XX000'; END $$")
+    assert raised.value.sqlstate == "XX000"
+    assert not isinstance(raised.value, psycopg.OperationalError)
+    assert not WATCH.waiting
 
 
 def test_a_lost_connection_is_run_again_when_the_work_is_safe_to_repeat(db: Database) -> None:

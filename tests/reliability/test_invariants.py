@@ -289,6 +289,20 @@ def test_a_send_carrying_no_key_of_ours_is_counted_against_lost_answers() -> Non
     assert len(inv.every_send_had_a_committed_claim(s)) == 2
 
 
+def test_a_keyless_send_is_judged_by_the_provider_it_went_to_not_the_channels_last() -> None:
+    """In a soak the channel moved on from SNS before the end (seen on
+    2026-12-05: 41 SNS sends read as strays because SMS played Vonage at
+    the end); the ledger's `profile` says where each send went."""
+    s = delivered_once()
+    s.wire, s.profiles = True, {"sms": {"name": "vonage"}}
+    started = {"channel": "sms", "call_started_at": at(1.2), "provider_message_id": None}
+    s.attempts = [{**s.attempts[0], **started}]
+    s.ledger_before = [{**send("sns-request-1", 1.5), "channel": "sms", "profile": "sns"}]
+    assert inv.every_send_had_a_committed_claim(s) == []
+    s.ledger_before[0]["profile"] = "vonage"  # a wire that carries our key: a stray
+    assert len(inv.every_send_had_a_committed_claim(s)) == 1
+
+
 def test_unknown_is_judged_by_the_provider_the_attempt_went_to_not_the_channels_last() -> None:
     """A soak switches the channel's provider (issue #43): an attempt sent
     through Twilio, which can prove absence, is not excused because the

@@ -65,18 +65,21 @@ def recover_leases(conn: Conn, now: datetime, limit: int = 100) -> int:
     cannot be used (missing, quarantined, past the limits) is quarantined
     alone (store/isolation.py) and the others are recovered."""
     rows = sweeps.expired_leases(conn, now, limit)
-    for row in rows:
-        recover_one(conn, row, now)
-    return len(rows)
+    return sum(recover_one(conn, row, now) for row in rows)
 
 
-def recover_one(conn: Conn, row: Mapping[str, Any], now: datetime) -> None:
+def recover_one(conn: Conn, row: Mapping[str, Any], now: datetime) -> bool:
+    """Whether the intent was recovered (or quarantined); not while its
+    worker holds its attempt, recording what the call did."""
     try:
         with conn.transaction():
             _recover(conn, Intent.from_row(row), now)
+    except psycopg.errors.LockNotAvailable:
+        return False  # the next sweep finds what the worker recorded
     except FAILS_ALONE as exc:
         with conn.transaction():
             quarantine_sending(conn, row["tenant_id"], row["id"], now, exc, SWEEPER)
+    return True
 
 
 def _recover(conn: Conn, intent: Intent, now: datetime) -> None:

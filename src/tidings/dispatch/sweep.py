@@ -80,13 +80,15 @@ def recover_row_by_row(db: Database, now: datetime, limit: int = 100) -> int:
     intent in its own transaction, one that cannot be read quarantined."""
     with db.transaction() as conn:
         ids = sweeps.expired_lease_ids(conn, now, limit)
+    recovered = 0
     for tenant_id, intent_id in ids:
         try:
             with db.transaction() as conn:
                 row = sweeps.expired_lease_one(conn, tenant_id, intent_id, now)
                 if row is not None:
-                    recover_one(conn, row, now)
+                    recovered += recover_one(conn, row, now)
         except UNREADABLE as exc:
             with db.transaction() as conn:
                 quarantine_sending(conn, tenant_id, intent_id, now, exc, SWEEPER)
-    return len(ids)
+            recovered += 1
+    return recovered

@@ -17,7 +17,14 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from tidings.store.primary import WATCH, PrimaryUnavailable, read_only, without_primary
+from tidings.store.primary import (
+    WATCH,
+    ConnectionOutOfStep,
+    PrimaryUnavailable,
+    out_of_step,
+    read_only,
+    without_primary,
+)
 from tidings.store.queries import planned_each_time, q
 
 Row = dict[str, Any]
@@ -151,6 +158,9 @@ class Database:
                 try:
                     yield own
                 except psycopg.Error as exc:
+                    if out_of_step(exc):
+                        own.close()  # its next answer could belong to another command
+                        raise ConnectionOutOfStep(f"out of step: {exc}") from exc
                     if not read_only(exc):
                         raise
                     own.close()  # a standby: the pool must not hand it out again

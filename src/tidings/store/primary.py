@@ -14,6 +14,13 @@ proxy sent it to the wrong member) fails every write with SQLSTATE 25006:
 that error becomes `PrimaryUnavailable`, an `OperationalError` like a lost
 connection, so every caller already treats it as the database being away
 (the API answers 503, the worker's loops wait and try again).
+
+A connection whose answers fall out of step with its requests (psycopg's
+own `InternalError`, with no SQLSTATE: "received 2 results from command
+'BEGIN'", seen through PgBouncer right after a server was killed) cannot be
+trusted with another statement either: it is closed and becomes
+`ConnectionOutOfStep`, read as a lost connection. Whether its last command
+took effect is unknown, as for any connection lost mid-command.
 """
 
 from __future__ import annotations
@@ -40,10 +47,14 @@ class PrimaryUnavailable(psycopg.OperationalError):
     """The connection reached a member that does not take writes."""
 
 
+class ConnectionOutOfStep(psycopg.OperationalError):
+    """The server's answers did not match the commands sent on the connection."""
+
+
 def without_primary(error: BaseException, conn: psycopg.Connection[Any] | None) -> bool:
     """Whether `error` says no writable primary answered, rather than
     anything about the statement (a timeout, a constraint, a bad value)."""
-    if isinstance(error, PoolTimeout | PrimaryUnavailable):
+    if isinstance(error, PoolTimeout | PrimaryUnavailable | ConnectionOutOfStep):
         return True
     if conn is not None and conn.broken:
         return True
@@ -53,6 +64,12 @@ def without_primary(error: BaseException, conn: psycopg.Connection[Any] | None) 
 
 def read_only(error: BaseException) -> bool:
     return getattr(error, "sqlstate", None) == READ_ONLY
+
+
+def out_of_step(error: BaseException) -> bool:
+    """Raised by psycopg itself about the protocol, not by the server: every
+    server error carries a SQLSTATE."""
+    return isinstance(error, psycopg.InternalError) and error.sqlstate is None
 
 
 class PrimaryWatch:

@@ -212,11 +212,13 @@ FROM checked c
 LEFT JOIN marked m ON m.tenant_id = c.tenant_id AND m.intent_id = c.intent_id AND m.n = c.n;
 
 -- name: attempt_for_recovery
--- The attempt of an intent whose lease expired, locked: a mark under way
--- finishes first (then the call started), or finds the row settled here.
+-- The attempt of an intent whose lease expired, locked, or LockNotAvailable
+-- at once: its worker holds it (a mark or a record under way), and a record
+-- locks the attempt before the intent, which the sweeper already holds, so
+-- waiting here could deadlock. The sweep leaves the intent to the next one.
 SELECT * FROM attempts
 WHERE tenant_id = %(tenant_id)s AND intent_id = %(intent_id)s AND n = %(n)s
-FOR UPDATE;
+FOR UPDATE NOWAIT;
 
 -- name: attempt_unstarted_withdrawn
 -- A claim whose call never started leaves no attempt: its intent is due

@@ -1,4 +1,4 @@
-"""Loaded only by processes run under libfaketime (tests/e2e/skew.py).
+"""Loaded only by processes run under libfaketime (harness/skew.py).
 
 libfaketime 0.9.10 (Debian 12) fakes the monotonic clock by default, and
 then every timed wait (`threading.Event.wait`, a lock's timeout) waits
