@@ -25,7 +25,7 @@ from typing import Any
 from harness.skew import SKEW, FaketimeMissing, skewed
 
 from . import database
-from .processes import READY_LINE, Fleet, Proc, WorkerExit, call, last_start
+from .processes import Fleet, Proc, WorkerExit, call
 from .webhooks import WebhookRelay
 from .workload import Workload
 
@@ -274,6 +274,14 @@ class Injector:
 
     def worker_sigterm(self) -> str:
         """A graceful stop must finish and record in-flight sends, then exit 0."""
+        gone = self._terminated | self._killed
+        live = [w for w in self.fleet.live_workers() if w.pid not in gone]
+        if live and all(w.faults for w in live):
+            # Fault points come every 15 s: every worker may be armed. One
+            # killed (what it was armed for) is replaced by an unarmed one.
+            armed = self.rng.choice(live)
+            self._killed.add(armed.pid)
+            armed.signal(signal.SIGKILL)
         victim = self._ready_victim()
         self._stop_gracefully(victim)
         return f"{victim.name} (pid {victim.pid})"
@@ -435,7 +443,7 @@ class Injector:
 
 
 def _start_failed(gone: WorkerExit) -> bool:
-    return gone.uptime_s < 30 and READY_LINE not in last_start(gone.log_path)
+    return gone.uptime_s < 30 and not gone.said_ready
 
 
 class Skipped(Exception):

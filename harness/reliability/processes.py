@@ -26,6 +26,7 @@ from tidings.cli.devstack import free_port
 
 START_TIMEOUT_S = 60.0
 READY_LINE = "running; channels"  # what `tidings worker` prints once it runs
+READY_WITHIN_BYTES = 65536  # of a start's output: the line comes before any send's
 STOP_TIMEOUT_S = 45.0
 # Variables a child must not inherit from whoever started the run.
 _SCRUBBED = ("TIDINGS_FAULTS", "DATABASE_URL", "TIDINGS_DATABASE_URL", "TIDINGS_SIMULATOR_URL")
@@ -41,6 +42,8 @@ class Proc:
     popen: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     _log: IO[bytes] | None = None
+    _start_offset: int = 0  # where this start's own output begins in the log
+    _seen_ready: bool = False
 
     def start(self) -> Proc:
         env = dict(self.env)
@@ -49,6 +52,7 @@ class Proc:
         self._log = self.log_path.open("ab")
         self._log.write(f"--- start {self.name} faults={self.faults!r}\n".encode())
         self._log.flush()
+        self._start_offset, self._seen_ready = self._log.tell(), False
         self.popen = subprocess.Popen(
             self.argv, env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=os.getcwd()
         )
@@ -88,8 +92,19 @@ class Proc:
         return self.popen.returncode
 
     def ready(self) -> bool:
-        """Whether it said it is running (its signal handlers are installed)."""
-        return self.alive() and READY_LINE in last_start(self.log_path)
+        """Whether it said it is running (its signal handlers are installed).
+
+        Read from the head of this start's output: a busy worker writes
+        hundreds of kilobytes after its ready line."""
+        return self.said_ready() and self.alive()
+
+    def said_ready(self) -> bool:
+        """Whether this start printed its ready line, alive or not since."""
+        if not self._seen_ready:
+            with self.log_path.open("rb") as log:
+                log.seek(self._start_offset)
+                self._seen_ready = READY_LINE.encode() in log.read(READY_WITHIN_BYTES)
+        return self._seen_ready
 
     def reap(self) -> None:
         if self._log is not None:
@@ -105,6 +120,7 @@ class WorkerExit:
     faults: str
     uptime_s: float
     log_path: Path
+    said_ready: bool = False  # printed its ready line before it went
 
 
 @dataclass
@@ -270,6 +286,7 @@ class Fleet:
                 worker.faults,
                 time.monotonic() - worker.started_at,
                 worker.log_path,
+                worker.said_ready(),
             )
             self.exits.append(exit_)
             gone.append(exit_)
@@ -287,14 +304,6 @@ class Fleet:
     def _proc(self, name: str, *args: str) -> Proc:
         argv = [sys.executable, "-m", "tidings.cli", *args]
         return Proc(name, argv, self.env(), self.log_dir / f"{name}.log")
-
-
-def last_start(log_path: Path) -> str:
-    """The log of the most recent start of the process writing `log_path`."""
-    with log_path.open("rb") as log:
-        log.seek(max(0, log_path.stat().st_size - 16384))
-        tail = log.read().decode("utf-8", "replace")
-    return tail.split("--- start")[-1]
 
 
 def _wait_healthy(url: str, proc: Proc) -> None:
