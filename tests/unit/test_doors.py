@@ -72,6 +72,7 @@ DOORS = {
     "transition_audit": "store/transition_audit.py",
     "impossible_transitions": "store/transition_audit.py",
     "transition_audit_mark": "store/transition_audit.py",
+    "transition_minutes": "store/transition_audit.py",
     # Kept by the schema's triggers (migrations/0033_job_counts.sql), read
     # through this module: see TRIGGER_KEPT.
     "job_counts": "store/job_counts.py",

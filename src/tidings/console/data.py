@@ -22,7 +22,15 @@ from tidings.domain.redaction import redact_value
 from tidings.domain.spend_breakers import SpendBreaker, breaker_keys, breakers
 from tidings.domain.state_words import state_note
 from tidings.domain.states import TERMINAL_INTENT
-from tidings.store import canaries, console_reads, controls, job_counts, ledger, policies
+from tidings.store import (
+    canaries,
+    console_reads,
+    controls,
+    job_counts,
+    ledger,
+    policies,
+    transition_audit,
+)
 from tidings.store.database import Row
 
 Conn = psycopg.Connection[Any]
@@ -151,13 +159,17 @@ def spend_breakers(conn: Conn, tenant: str, now: datetime) -> list[SpendBreaker]
 def state_series(conn: Conn, tenant: str, now: datetime, current: dict[str, int]) -> Series:
     """Walk today's counts back through the last hour's transitions.
 
-    Cheaper than replaying history forwards: only the last hour of the
-    audit is read, and the current counts anchor the walk exactly.
+    Cheaper than replaying history forwards: only the last hour's
+    transitions per minute are read, as the folds keep them, and the
+    current counts anchor the walk exactly.
     """
     end = now.replace(second=0, microsecond=0)
     minutes = [end - timedelta(minutes=CHART_MINUTES - 1 - k) for k in range(CHART_MINUTES)]
     deltas: dict[datetime, Counter[str]] = {}
-    for row in console_reads.state_changes(conn, tenant, since=minutes[0]):
+    changes = transition_audit.changes_since(conn, tenant, minutes[0])
+    if changes is None:  # the folds are far behind: recount the hour
+        changes = console_reads.state_changes(conn, tenant, since=minutes[0])
+    for row in changes:
         delta = deltas.setdefault(row["minute"], Counter())
         delta[row["to_state"]] += row["n"]
         if row["from_state"] is not None:

@@ -281,6 +281,18 @@ CREATE TABLE transition_audit_mark (
 );
 INSERT INTO transition_audit_mark DEFAULT VALUES;
 
+-- The console chart's transitions per tenant, minute and move, for the
+-- last two hours, added by each fold with its mark (0049).
+CREATE TABLE transition_minutes (
+    tenant_id   text         NOT NULL,
+    minute      timestamptz  NOT NULL,
+    from_state  text         NOT NULL,  -- '' for a creation
+    to_state    text         NOT NULL,
+    n           bigint       NOT NULL,
+    PRIMARY KEY (tenant_id, minute, from_state, to_state)
+);
+CREATE INDEX transition_minutes_age ON transition_minutes (minute);
+
 -- Application-facing events. Readers page by (txid, id) and only see rows
 -- whose transaction is older than every running one, so a cursor never
 -- skips an event that commits late.

@@ -1,7 +1,8 @@
 -- The transition audit, kept (0038; store/transition_audit.py): each fold
 -- adds a batch of the transitions committed since the last one to the
--- lease recoveries per tenant and to the moves the transition table does
--- not allow, and moves the mark past them. The caller holds the mark row.
+-- lease recoveries per tenant, to the moves the transition table does not
+-- allow and to the console chart's transitions per minute (0049), and
+-- moves the mark past them. The caller holds the mark row.
 
 -- name: transition_audit_mark
 -- Skipped, not waited for, while another fold holds it: that fold counts
@@ -43,7 +44,7 @@ WITH allowed AS (
      AND a.to_state = b.to_state
     WHERE a.event IS NULL
     ON CONFLICT DO NOTHING
-), last AS (
+), /* include: fold_minutes */, last AS (
     SELECT b.txid, b.id FROM batch b ORDER BY b.txid DESC, b.id DESC LIMIT 1
 )
 UPDATE transition_audit_mark m SET folded_txid = last.txid, folded_id = last.id
@@ -81,10 +82,52 @@ WITH allowed AS (
      AND a.to_state = b.to_state
     WHERE a.event IS NULL
     ON CONFLICT DO NOTHING
-), counted AS (
+), /* include: fold_minutes */, counted AS (
     SELECT count(*) AS n, max(b.id) AS last FROM batch b
 )
 UPDATE transition_audit_mark m
 SET unaudited_after = CASE WHEN counted.n < %(limit)s THEN NULL ELSE counted.last END
 FROM counted
 RETURNING counted.n;
+
+-- name: transition_minutes_trim
+-- Minutes older than the chart's hour, with an hour to spare for a clock
+-- behind the database's.
+DELETE FROM transition_minutes WHERE minute < now() - interval '2 hours';
+
+-- name: transition_minutes_since
+-- A tenant's transitions per minute since `since` (a minute's start): the
+-- folded ones kept, the rest read after the folds' mark by their own
+-- cursors (rows from before 0038 by id), in one snapshot so a fold
+-- committing meanwhile is counted once. `exact` is false past `limit`
+-- unfolded rows (the caller recounts).
+WITH mark AS MATERIALIZED (
+    SELECT folded_txid, folded_id, unaudited_after FROM transition_audit_mark
+), unfolded AS MATERIALIZED (
+    (SELECT t.tenant_id, t.from_state, t.to_state, t.at
+     FROM transitions t
+     WHERE (t.txid, t.id) > (SELECT m.folded_txid, m.folded_id FROM mark m)
+     ORDER BY t.txid, t.id
+     LIMIT %(limit)s)
+    UNION ALL
+    (SELECT t.tenant_id, t.from_state, t.to_state, t.at
+     FROM transitions t
+     WHERE t.txid IS NULL AND t.id > (SELECT m.unaudited_after FROM mark m)
+     ORDER BY t.id
+     LIMIT %(limit)s)
+), changes AS (
+    SELECT k.minute, nullif(k.from_state, '') AS from_state, k.to_state, sum(k.n)::bigint AS n
+    FROM (
+        SELECT minute, from_state, to_state, n FROM transition_minutes
+        WHERE tenant_id = %(tenant_id)s AND minute >= %(since)s
+        UNION ALL
+        SELECT date_trunc('minute', u.at), coalesce(u.from_state, ''), u.to_state, 1
+        FROM unfolded u
+        WHERE u.tenant_id = %(tenant_id)s AND u.at >= %(since)s
+    ) k
+    GROUP BY 1, 2, 3
+)
+SELECT c.minute, c.from_state, c.to_state, c.n,
+       (SELECT count(*) FROM unfolded) < %(limit)s AS exact
+FROM (SELECT 1) one
+LEFT JOIN changes c ON true;
