@@ -96,6 +96,7 @@ RETURNING counted.n;
 DELETE FROM transition_minutes WHERE minute < now() - interval '2 hours';
 
 -- name: transition_minutes_since
+-- plan: each time
 -- A tenant's transitions per minute since `since` (a minute's start): the
 -- folded ones kept, the rest read after the folds' mark by their own
 -- cursors (rows from before 0038 by id), in one snapshot so a fold
@@ -104,11 +105,8 @@ DELETE FROM transition_minutes WHERE minute < now() - interval '2 hours';
 WITH mark AS MATERIALIZED (
     SELECT folded_txid, folded_id, unaudited_after FROM transition_audit_mark
 ), unfolded AS MATERIALIZED (
-    (SELECT t.tenant_id, t.from_state, t.to_state, t.at
-     FROM transitions t
-     WHERE (t.txid, t.id) > (SELECT m.folded_txid, m.folded_id FROM mark m)
-     ORDER BY t.txid, t.id
-     LIMIT %(limit)s)
+    SELECT a.tenant_id, a.from_state, a.to_state, a.at
+    FROM mark m, transitions_after(m.folded_txid, m.folded_id, %(limit)s) a
     UNION ALL
     (SELECT t.tenant_id, t.from_state, t.to_state, t.at
      FROM transitions t
