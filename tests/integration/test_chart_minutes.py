@@ -11,7 +11,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import datetime
 from importlib import resources
 from typing import Any
 from uuid import UUID
