@@ -53,16 +53,22 @@ def many_intents(pg_server_url: str, template_db: str) -> Iterator[str]:
         publish_offer_template(t)
         offer(t, 1)
     with psycopg.connect(db_url, autocommit=True) as conn:
-        conn.execute(
-            """
-            INSERT INTO intents
-            SELECT (jsonb_populate_record(NULL::intents, to_jsonb(i) || jsonb_build_object(
-                'id', gen_random_uuid(), 'idempotency_key', 'copy:' || g,
-                'event_class', 'class-' || g % 50, 'recipient_ref', 'member-' || g % 2000,
-                'correlation_id', 'order-' || g % 500))).*
-            FROM intents i, generate_series(1, 20000) g
-            """
-        )
+        # A thousand at a time, each its own transaction: one transaction of
+        # half a minute holds the server's horizon, which tests beside this
+        # one wait for (observability_helpers.past_the_horizon).
+        for first in range(1, 20001, 1000):
+            conn.execute(
+                """
+                INSERT INTO intents
+                SELECT (jsonb_populate_record(NULL::intents, to_jsonb(i) || jsonb_build_object(
+                    'id', gen_random_uuid(), 'idempotency_key', 'copy:' || g,
+                    'event_class', 'class-' || g %% 50, 'recipient_ref', 'member-' || g %% 2000,
+                    'correlation_id', 'order-' || g %% 500))).*
+                FROM (SELECT * FROM intents ORDER BY created_at LIMIT 1) i,
+                     generate_series(%s::int, %s::int) g
+                """,
+                [first, first + 999],
+            )
         conn.execute("ANALYZE intents")
     yield db_url
     drop_database(pg_server_url, name)
