@@ -9,6 +9,7 @@ prepared statements) and is left out.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import LiteralString
 
 import psycopg
 
@@ -25,15 +26,7 @@ def latencies(dsn: str, received: dict[str, datetime]) -> list[float]:
         JOIN intents i ON i.tenant_id = a.tenant_id AND i.id = a.intent_id
         WHERE a.n = 1 AND i.idempotency_key LIKE 'bench:latency:%'
     """
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute(query).fetchall()
-    first = min((created for _, created in rows), default=None)
-    samples = [
-        (received[key] - created).total_seconds() * 1000
-        for key, created in rows
-        if key in received and first and (created - first).total_seconds() >= WARM_UP_S
-    ]
-    return sorted(samples)
+    return _to_receipt(dsn, received, query)
 
 
 def mark_windows(dsn: str, received: dict[str, datetime]) -> list[float]:
@@ -45,13 +38,20 @@ def mark_windows(dsn: str, received: dict[str, datetime]) -> list[float]:
         JOIN intents i ON i.tenant_id = a.tenant_id AND i.id = a.intent_id
         WHERE a.call_started_at IS NOT NULL AND i.idempotency_key LIKE 'bench:latency:%'
     """
+    return _to_receipt(dsn, received, query)
+
+
+def _to_receipt(dsn: str, received: dict[str, datetime], query: LiteralString) -> list[float]:
+    """Sorted milliseconds from each `(attempt_key, at)` row of `query` to
+    the provider's receipt of that attempt's call; the first WARM_UP_S
+    seconds of `at` are left out."""
     with psycopg.connect(dsn) as conn:
         rows = conn.execute(query).fetchall()
-    first = min((marked for _, marked in rows), default=None)
+    first = min((at for _, at in rows), default=None)
     samples = [
-        (received[key] - marked).total_seconds() * 1000
-        for key, marked in rows
-        if key in received and first and (marked - first).total_seconds() >= WARM_UP_S
+        (received[key] - at).total_seconds() * 1000
+        for key, at in rows
+        if key in received and first and (at - first).total_seconds() >= WARM_UP_S
     ]
     return sorted(samples)
 

@@ -25,6 +25,7 @@ from typing import Any
 from harness.skew import SKEW, FaketimeMissing, skewed
 
 from . import database
+from .hostile import Hostile
 from .processes import Fleet, Proc, WorkerExit, call
 from .webhooks import WebhookRelay
 from .workload import Workload
@@ -42,8 +43,10 @@ PERIODS: dict[str, float] = {
     "flood": 45.0,
     "bulk_job": 25.0,
     # Once a run, at a random moment: the rival tenant turns hostile and
-    # publishes a policy past the limits (issue #39, workload.py).
+    # publishes a policy past the limits (issue #39, hostile.py).
     "hostile_policy": 1e9,
+    # And replays every case of tests/security, all of them each round.
+    "hostile_round": 30.0,
 }
 # The soak's (`--soak`) on top of the rest: a worker replaced by one whose
 # host clock is five minutes off, ahead and behind in turn, reading the time
@@ -183,7 +186,8 @@ class Injector:
             "webhook_replay": self.webhook_replay,
             "flood": self.flood,
             "bulk_job": self.bulk_job,
-            "hostile_policy": self.workload.hostile_policy,
+            "hostile_policy": lambda: self._hostile().policy(),
+            "hostile_round": lambda: self._hostile().round(),
             "clock_skew": self.clock_skew,
             **self.more_actions,
         }
@@ -197,6 +201,11 @@ class Injector:
         for helper in self._helpers:
             helper.join(120)
         self.supervise()
+
+    def _hostile(self) -> Hostile:
+        if self.workload.hostile is None:
+            raise RuntimeError("the workload was not prepared: no hostile tenant")
+        return self.workload.hostile
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -214,11 +223,14 @@ class Injector:
 
     # --- workers -----------------------------------------------------------
 
-    def _victim(self, ready: bool = False) -> Proc:
+    def _live(self) -> list[Proc]:
         # A worker already stopping gracefully is left to finish, a killed one
         # ignored (a SIGKILL is not reaped at once: the victim may still look alive).
         gone = self._terminated | self._killed
-        live = [w for w in self.fleet.live_workers() if w.pid not in gone]
+        return [w for w in self.fleet.live_workers() if w.pid not in gone]
+
+    def _victim(self, ready: bool = False) -> Proc:
+        live = self._live()
         if ready:  # SIGTERM before the handler is installed just ends the process;
             # an armed worker could reach its kill point while finishing its sends.
             live = [w for w in live if w.ready() and not w.faults]
@@ -274,8 +286,7 @@ class Injector:
 
     def worker_sigterm(self) -> str:
         """A graceful stop must finish and record in-flight sends, then exit 0."""
-        gone = self._terminated | self._killed
-        live = [w for w in self.fleet.live_workers() if w.pid not in gone]
+        live = self._live()
         if live and all(w.faults for w in live):
             # Fault points come every 15 s: every worker may be armed. One
             # killed (what it was armed for) is replaced by an unarmed one.

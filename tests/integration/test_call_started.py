@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import psycopg
 
 from tidings import IntentState, ManualClock, Tidings
 from tidings.dispatch.call_start import Verdict
 from tidings.dispatch.reconcile import recover_leases
+from tidings.dispatch.runner import Worker
 
 from .dispatch_helpers import offer, publish_offer_template, sends, simulator, worker
 
@@ -61,13 +63,7 @@ def test_recovery_that_locks_first_undoes_the_claim_and_the_mark_withholds_the_c
 def test_a_mark_that_commits_first_makes_recovery_reconcile_instead(
     tidings: Tidings, clock: ManualClock
 ) -> None:
-    publish_offer_template(tidings)
-    core = simulator(clock)
-    w = worker(tidings, core, lease_seconds=30)
-    intent = offer(tidings)
-    [claimed] = w.claim("sms", 10)
-    assert w._starts.verdict(claimed) is Verdict.GO
-    clock.advance(31)
+    w, intent = _marked_then_lease_ran_out(tidings, clock)
     assert w.sweep_once()["leases_recovered"] == 1
     got = tidings.get(intent.id)
     assert got.state is IntentState.RECONCILING
@@ -115,13 +111,7 @@ def test_recovery_leaves_an_attempt_its_worker_is_recording_to_the_next_sweep(
     and must not wait for the attempt, or the two deadlock (seen once at
     load 35, docs/benchmarks.md). It skips the intent; the next sweep finds
     what the worker recorded."""
-    publish_offer_template(tidings)
-    core = simulator(clock)
-    w = worker(tidings, core, lease_seconds=30)
-    intent = offer(tidings)
-    [claimed] = w.claim("sms", 10)
-    assert w._starts.verdict(claimed) is Verdict.GO
-    clock.advance(31)
+    w, intent = _marked_then_lease_ran_out(tidings, clock)
     with psycopg.connect(db_url) as recorder:
         recorder.execute("SELECT 1 FROM attempts WHERE intent_id = %s FOR UPDATE", [intent.id])
         locked: list[bool] = []
@@ -148,3 +138,14 @@ def test_recovery_leaves_an_attempt_its_worker_is_recording_to_the_next_sweep(
     got = tidings.get(intent.id)
     assert got.state is IntentState.RECONCILING
     assert got.attempts[0].code == "LEASE_EXPIRED"
+
+
+def _marked_then_lease_ran_out(tidings: Tidings, clock: ManualClock) -> tuple[Worker, Any]:
+    """One offer claimed and marked as called, its worker's lease run out."""
+    publish_offer_template(tidings)
+    w = worker(tidings, simulator(clock), lease_seconds=30)
+    intent = offer(tidings)
+    [claimed] = w.claim("sms", 10)
+    assert w._starts.verdict(claimed) is Verdict.GO
+    clock.advance(31)
+    return w, intent

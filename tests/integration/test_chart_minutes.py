@@ -7,20 +7,20 @@ it can tell from the kept rows it says so, and the console recounts."""
 from __future__ import annotations
 
 import random
-import re
 import time
 from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
-from importlib import resources
 from typing import Any
-from uuid import UUID
 
 import psycopg
 import pytest
 
 from tidings.observability.transition_rows import allowed_transitions
 from tidings.store import console_reads, transition_audit
+
+from .migration_text import migration_statement
+from .plan_guard.params import intent_id
 
 Conn = psycopg.Connection[Any]
 TENANTS = ("a", "b", "c")
@@ -30,11 +30,6 @@ MOVES = [
     ("sending", "accept", "accepted"),
     ("accepted", "deliver", "delivered"),
 ]
-
-
-def intent_id(g: int) -> UUID:
-    ms = 1735689600000 + g * 1000
-    return UUID(f"{ms:012x}7000" + "8" + f"{g:015x}")
 
 
 @pytest.fixture
@@ -180,21 +175,10 @@ def test_minutes_older_than_two_hours_are_neither_kept_nor_left(conn: Conn) -> N
     assert conn.execute("SELECT sum(n) FROM transition_minutes").fetchone() == (1,)
 
 
-def _backfill_statement() -> str:
-    text = (
-        resources.files("tidings.store")
-        .joinpath("sql", "migrations", "0049_transition_minutes.sql")
-        .read_text()
-    )
-    body = re.sub(r"--[^\n]*", "", text)
-    (insert,) = [s for s in body.split(";") if s.strip().startswith("INSERT")]
-    return insert
-
-
 def test_the_migration_keeps_what_the_folds_counted_before_it(conn: Conn) -> None:
     writer = Writer(11)
     writer.write(conn, 40)
     _fold(conn, 17)  # some folded, some not
     conn.execute("DELETE FROM transition_minutes")
-    conn.execute(_backfill_statement())
+    conn.execute(migration_statement("0049_transition_minutes.sql", "INSERT"))
     _assert_kept_equals_recount(conn)

@@ -14,13 +14,10 @@ The plan guard (test_plan_guard.py) shows the reads are bounded.
 from __future__ import annotations
 
 import random
-import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from importlib import resources
 from typing import Any
-from uuid import UUID
 
 import psycopg
 import pytest
@@ -28,6 +25,9 @@ from psycopg.rows import dict_row
 
 from tidings.observability.transition_rows import allowed_transitions
 from tidings.store import alert_scans, console_reads, metrics_reads, transition_audit
+
+from .migration_text import migration_statement
+from .plan_guard.params import intent_id
 
 Conn = psycopg.Connection[Any]
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -64,11 +64,6 @@ JOIN attempts a ON a.tenant_id = o.tenant_id AND a.intent_id = o.intent_id AND a
 WHERE o.source IN ('poll', 'lookup', 'webhook')
 GROUP BY o.tenant_id, a.channel
 """
-
-
-def intent_id(g: int) -> UUID:
-    ms = 1735689600000 + g * 1000
-    return UUID(f"{ms:012x}7000" + "8" + f"{g:015x}")
 
 
 @pytest.fixture
@@ -241,17 +236,6 @@ def _attempt_and_receipts(
         )
 
 
-def _backfill_statement() -> str:
-    text = (
-        resources.files("tidings.store")
-        .joinpath("sql", "migrations", "0037_reconciliation_channel.sql")
-        .read_text()
-    )
-    body = re.sub(r"--[^\n]*", "", text)
-    (update,) = [s for s in body.split(";") if s.strip().startswith("UPDATE")]
-    return update
-
-
 def test_the_newest_reconciliation_per_channel_equals_the_join(conn: Conn) -> None:
     rng = random.Random(37)
     for g in range(30):
@@ -266,7 +250,7 @@ def test_the_newest_reconciliation_per_channel_equals_the_join(conn: Conn) -> No
     # Rows from before 0037 carry no channel; the migration names it on
     # each channel's newest, which is all the read needs.
     conn.execute("UPDATE observations SET channel = NULL")
-    conn.execute(_backfill_statement())
+    conn.execute(migration_statement("0037_reconciliation_channel.sql", "UPDATE"))
     new = {(r["tenant_id"], r["channel"]): r["at"] for r in metrics_reads.last_reconciliation(conn)}
     assert new == old
     named = conn.execute("SELECT count(*) FROM observations WHERE channel IS NOT NULL").fetchone()

@@ -43,9 +43,9 @@ def fold(conn: Conn, allowed: Mapping[str, list[str]], *, batch: int = BATCH) ->
     """
     folded = 0
     try:
-        for _ in range(BATCHES):
+        for number in range(BATCHES):
             with conn.transaction():
-                n, more = _fold_batch(conn, allowed, batch)
+                n, more = _fold_batch(conn, allowed, batch, trim=number == 0)
             folded += n
             if not more:
                 break
@@ -67,12 +67,16 @@ def changes_since(
     return [r for r in rows if r["minute"] is not None]
 
 
-def _fold_batch(conn: Conn, allowed: Mapping[str, list[str]], batch: int) -> tuple[int, bool]:
-    """The next batch: rows older than 0038 first, by id; then by txid."""
+def _fold_batch(
+    conn: Conn, allowed: Mapping[str, list[str]], batch: int, *, trim: bool
+) -> tuple[int, bool]:
+    """The next batch: rows older than 0038 first, by id; then by txid. The
+    first batch of a fold also drops the minutes the chart no longer shows."""
     mark = fetch_one(conn, "transition_audit_mark", {})
     if mark is None:
         return 0, False
-    execute(conn, "transition_minutes_trim", {})  # by whoever holds the mark alone
+    if trim:  # by whoever holds the mark alone
+        execute(conn, "transition_minutes_trim", {})
     if mark["unaudited_after"] is not None:
         args = {**allowed, "after": mark["unaudited_after"], "limit": batch}
         return _count(fetch_one(conn, "transition_audit_fold_unaudited", args)), True
