@@ -55,12 +55,13 @@ def retrying(conn: Conn, codes: Sequence[str], threshold: int) -> list[Row]:
     return fetch_all(conn, "alert_retrying", {"codes": codes, "threshold": threshold})
 
 
-def pending_too_long(conn: Conn, now: datetime, default_seconds: float) -> list[Row]:
+def pending_too_long(conn: Conn, now: datetime, default_seconds: float, cap: int) -> list[Row]:
     """Per tenant and channel: unsent intents older than their policy allows
-    (`default_seconds` where it says nothing)."""
-    return fetch_all(
-        conn, "alert_pending_too_long", {"now": now, "default_seconds": default_seconds}
-    )
+    (`default_seconds` where it says nothing). The oldest is exact; counts
+    stop at `cap` + 1 per tenant and state (`intents_more` says there are
+    more)."""
+    args = {"now": now, "default_seconds": default_seconds, "cap": cap}
+    return fetch_all(conn, "alert_pending_too_long", args)
 
 
 def provider_paused(conn: Conn, now: datetime) -> list[Row]:

@@ -202,7 +202,6 @@ UNBOUNDED: dict[str, str] = {
 # grow when history does, but may read more than a page. The load keeps
 # 12% of 120,000 intents in flight, far more than a healthy engine.
 BACKLOG: dict[str, int] = {
-    "alert_pending_too_long": 3000,
     "alert_retrying": 3000,
     "console_due": 1500,
     "expired_lease_ids": 3000,
@@ -219,10 +218,12 @@ BACKLOG: dict[str, int] = {
 # six groups here, a thousand rows each. Its count and oldest, and the
 # console's and the metric's unreconciled reads, cost a page. The due
 # alert reads the oldest `cap` + 1 due of each tenant's channel, lane by
-# lane (a tenant's single intents, each job's).
+# lane (a tenant's single intents, each job's); the pending alert the
+# oldest `cap` + 1 overdue of each tenant's pending and resend_due.
 CAPPED: dict[str, int] = {
     "alert_unreconciled": 25000,
     "alert_due": 8000,
+    "alert_pending_too_long": 8000,
 }
 
 # Caught by the guard and not fixed yet, each with what is left: strict

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from tidings.domain.breaker import ACCOUNT_RESTRICTED, SHARED_MAX_SECONDS
 from tidings.domain.schedules import DEFAULT_MAX_PENDING_SECONDS
-from tidings.observability.alerts.config import AlertConfig
+from tidings.observability.alerts.config import RECIPIENTS_CAP, AlertConfig
 from tidings.observability.alerts.rules import Alert, Conn, duration_text
 from tidings.providers.outcomes import RejectCode
 from tidings.store import alert_scans
@@ -26,7 +26,7 @@ _PROVIDER_CODES = sorted(code.value for code in RejectCode)
 
 def evaluate_retries(conn: Conn, now: datetime, config: AlertConfig) -> list[Alert]:
     retrying = alert_scans.retrying(conn, _PROVIDER_CODES, config.retry_warn_failures)
-    stale = alert_scans.pending_too_long(conn, now, DEFAULT_MAX_PENDING_SECONDS)
+    stale = alert_scans.pending_too_long(conn, now, DEFAULT_MAX_PENDING_SECONDS, RECIPIENTS_CAP)
     paused = alert_scans.provider_paused(conn, now)
     return [*_retrying(retrying, config), *_paused(paused, now), *_pending(stale, now)]
 
@@ -126,17 +126,21 @@ def _pending(rows: list[Row], now: datetime) -> Iterator[Alert]:
             "it waits (a quiet window, a rate limit, a provider refusing). Check that "
             "`tidings worker` runs; cancel what is no longer wanted."
         )
+        # Past the cap the scan stopped counting: the oldest are all it read.
+        count = f"at least {row['intents']:,}" if row["intents_more"] else row["intents"]
         yield Alert(
             row["tenant_id"],
             f"pending_too_long:{row['channel']}",
             "pending_too_long",
             "warning",
-            f"{row['channel']}: {row['intents']} intent(s) unsent for longer than their policy "
+            f"{row['channel']}: {count} intent(s) unsent for longer than their policy "
             f"allows ({duration_text(row['allowed_seconds'])}), oldest {duration_text(age)}",
             {
                 "channel": row["channel"],
                 "event_classes": row["event_classes"] or [],
                 "affected_intents": row["intents"],
+                # True when the count stopped at the cap: it is "at least".
+                "affected_intents_more": row["intents_more"],
                 "oldest_pending_age_seconds": round(age, 3),
                 "oldest_intent_id": str(row["oldest_id"]),
                 "allowed_seconds": row["allowed_seconds"],

@@ -317,29 +317,54 @@ FROM r GROUP BY tenant_id, channel;
 -- Unsent intents older than their policy version allows (retry.
 -- max_pending_seconds, or the default), counted from creation or
 -- from not_before when that is later, per tenant and channel.
-WITH p AS (
-    SELECT i.tenant_id, i.channel, i.id, i.event_class, i.decision_code,
-           greatest(i.created_at, coalesce(i.not_before, i.created_at)) AS since,
-           -- Total over any stored document (issue #39): a number within
-           -- the limit (1..31622400, domain/policy_bounds.py) or the
-           -- default. A cast or interval that fails on one tenant's
-           -- document would stop every tenant's alerts.
-           CASE WHEN jsonb_typeof(pol.document #> '{retry,max_pending_seconds}') = 'number'
-                THEN least(greatest((pol.document #>> '{retry,max_pending_seconds}')::numeric,
-                                    1), 31622400)::float8
-                ELSE %(default_seconds)s END AS allowed_seconds
-    FROM intents i
-    LEFT JOIN policies pol ON pol.tenant_id = i.tenant_id AND pol.version = i.policy_version
-    WHERE i.state IN ('pending', 'resend_due')
+-- Read in bounded parts, whatever the backlog (issue 38): one that waited
+-- longer than allowed was created at least its tenant's shortest allowed
+-- wait ago, so each tenant's unsent intents are read through
+-- intents_listing_state from the oldest and only up to that age, and at
+-- most %(cap)s + 1 of them that are overdue, per tenant and state. An
+-- unsent backlog younger than that (a job under way) costs an index probe;
+-- reading every unsent intent took a second a round at 350,000 pending.
+-- Past the cap the counts say "at least" (`intents_more`) and the oldest
+-- is still exact (each part is read from its oldest). What such a part
+-- reads beyond its overdue rows: unsent intents that old which are not
+-- overdue (scheduled later by not_before, or under a longer policy).
+WITH floor AS (
+    SELECT tn.tenant_id,
+           least(%(default_seconds)s::float8,
+                 min(/* include: max_pending_seconds */)) AS shortest_seconds
+    FROM tenants tn
+    LEFT JOIN policies pol ON pol.tenant_id = tn.tenant_id
+    GROUP BY tn.tenant_id
+), p AS (
+    SELECT f.tenant_id, s.state, o.*
+    FROM floor f
+    CROSS JOIN (VALUES ('pending'), ('resend_due')) AS s (state)
+    CROSS JOIN LATERAL (
+        SELECT i.channel, i.id, i.event_class, i.decision_code, w.since, w.allowed_seconds
+        FROM intents i
+        LEFT JOIN policies pol ON pol.tenant_id = i.tenant_id AND pol.version = i.policy_version
+        CROSS JOIN LATERAL (
+            SELECT greatest(i.created_at, coalesce(i.not_before, i.created_at)) AS since,
+                   /* include: max_pending_seconds */ AS allowed_seconds
+        ) AS w
+        WHERE i.tenant_id = f.tenant_id AND i.state = s.state
+          AND i.state IN ('pending', 'resend_due')
+          AND i.created_at <= %(now)s - make_interval(secs => f.shortest_seconds)
+          AND w.since + make_interval(secs => w.allowed_seconds) <= %(now)s
+        ORDER BY i.created_at, i.id
+        LIMIT %(cap)s + 1
+    ) AS o
+), capped AS (
+    SELECT tenant_id FROM p GROUP BY tenant_id, state HAVING count(*) > %(cap)s
 )
 SELECT tenant_id, channel, count(*) AS intents, min(since) AS oldest_at,
        (array_agg(id ORDER BY since, id))[1] AS oldest_id,
        min(allowed_seconds) AS allowed_seconds,
        (array_agg(DISTINCT decision_code) FILTER (WHERE decision_code IS NOT NULL))[1:10]
            AS codes,
-       (array_agg(DISTINCT event_class))[1:10] AS event_classes
+       (array_agg(DISTINCT event_class))[1:10] AS event_classes,
+       tenant_id IN (SELECT tenant_id FROM capped) AS intents_more
 FROM p
-WHERE since + make_interval(secs => allowed_seconds) <= %(now)s
 GROUP BY tenant_id, channel;
 
 -- name: alert_provider_paused
