@@ -248,9 +248,10 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
     evidence.extra["acknowledged_creates_kept"] = [
         f"intent {i} was acknowledged and is missing" for i in work.acknowledged - kept
     ]
-    # Issue #39: the hostile policy was refused by the API, and what was
-    # planted around it was quarantined, nothing sent under it.
-    evidence.extra["hostile_policy_isolated"] = work.hostile_check()
+    # Issues #39 and #43: the hostile policy and every replayed case of
+    # tests/security refused or quarantined, nothing sent under them.
+    if work.hostile is not None:
+        evidence.extra["hostile_tenant_isolated"] = work.hostile.check()
     if old_month is not None:
         evidence.extra["old_month_purged"] = old_month.check()
     non_duplicate = {k: n for k, n in injector.replay_effects.items() if k != "duplicate"}

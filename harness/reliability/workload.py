@@ -21,12 +21,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg.types.json import Jsonb
 
 from tidings import Tidings
 from tidings.policies import builtin_document
 from tidings.store.api_keys import create_key
 
+from .hostile import RIVAL_TENANT, Hostile
 from .processes import call
 
 T = TypeVar("T")
@@ -47,17 +47,12 @@ PROFILES: tuple[tuple[str, float, str, str, bool], ...] = (
     ("sms_5xx", 2.0, "sms", "+14155550500", True),
     ("sms_429", 1.5, "sms", "+14155550429", True),
 )
-RIVAL_TENANT = "rival"
 RIVAL_SHARE = 0.2  # of the HTTP trickle, created again by the rival tenant
 # Long enough to outlive a flood's own transaction, short enough to pass mid-run.
 NEAR_DEADLINE_S = (15.0, 60.0)
 # The harness's own pool meets the same dead connections as everyone after a
 # restart; its writes are idempotent by key, so it simply tries again.
 RETRIES = 8
-# 4,000 distinct non-ASCII characters: punycode's encoder is quadratic in
-# them, one call the render budget could not interrupt (issue #39).
-PUNYCODE_BOMB = "".join(chr(0x4E00 + i) for i in range(4000))
-PUNYCODE_INTENTS = 4
 
 
 def retrying(action: Callable[[], T]) -> T:
@@ -85,12 +80,8 @@ class Workload:
     # A second tenant that reuses the first one's idempotency keys over HTTP:
     # each must get its own sends and receipts (invariant 11).
     rival_key: str = ""
-    # The rival turned hostile (issue #39): its admin key, the intents it
-    # pointed at a planted policy past the limits, and what went wrong.
-    rival_admin_key: str = ""
-    hostile_intents: list[str] = field(default_factory=list)
-    hostile_findings: list[str] = field(default_factory=list)
-    bomb_intents: list[str] = field(default_factory=list)
+    # The rival turned hostile (issues #39, #43): hostile.py.
+    hostile: Hostile | None = None
     created: Counter[str] = field(default_factory=Counter)
     outcomes: Counter[str] = field(default_factory=Counter)
     mismatches: list[str] = field(default_factory=list)
@@ -137,9 +128,10 @@ class Workload:
             _, self.rival_key = create_key(
                 conn, RIVAL_TENANT, ("send", "read"), "rival", vault=self.t.vault
             )
-            _, self.rival_admin_key = create_key(
+            _, admin_key = create_key(
                 conn, RIVAL_TENANT, ("send", "admin"), "rival admin", vault=self.t.vault
             )
+        self.hostile = Hostile(self.t, self.api_url, admin_key, self.tag, self._count, retrying)
 
     # --- creating --------------------------------------------------------
 
@@ -268,118 +260,6 @@ class Workload:
         if answer is not None and answer.status_code == 201:
             with self._lock:
                 self.created["rival"] += 1
-
-    # --- a hostile policy (issue #39) ------------------------------------
-
-    def hostile_policy(self) -> str:
-        """The rival publishes a policy whose numbers once stopped shared
-        loops for every tenant: the API must refuse it (422). Then it is
-        planted around every check, as an old release or a bad restore
-        leaves one, and the rival's unsent intents are pointed at it: the
-        workers must quarantine those alone, and every invariant must hold."""
-        doc = {**builtin_document("default"), "version": f"hostile-{self.tag}"}
-        doc["poll_schedule"] = {**doc["poll_schedule"], "give_up_after_seconds": 1e12}
-        doc["resend_budget"] = 10**30
-        auth = {"Authorization": f"Bearer {self.rival_admin_key}"}
-        answer = None
-        for _ in range(RETRIES):  # the API or its database may be away under a fault
-            answer = call("POST", f"{self.api_url}/v1/policies", json=doc, headers=auth)
-            if answer is not None and answer.status_code != 503:
-                break
-            time.sleep(1.0)
-        status = answer.status_code if answer is not None else "unreachable"
-        self._count(f"hostile_policy_{status}")
-        if status != 422:
-            self.hostile_findings.append(f"POST /v1/policies with a hostile policy: {status}")
-        pointed = retrying(lambda: self._plant(doc))
-        with self._lock:
-            self.hostile_intents += pointed
-        bombs = self._punycode_bombs()
-        return (
-            f"API answered {status}; planted, {len(pointed)} unsent intents pointed at it;"
-            f" {bombs} punycode renders queued"
-        )
-
-    def _punycode_bombs(self) -> int:
-        """The rival publishes a template whose one call (`encode`) once held
-        a worker past its render budget, and asks for a few intents with it:
-        each must fail RENDER_LIMIT and hold up nobody else."""
-        auth = {"Authorization": f"Bearer {self.rival_admin_key}"}
-        template = {
-            "name": f"bomb_{self.tag}",
-            "channel": "sms",
-            "locale": "en",
-            "body": '{{ "' + PUNYCODE_BOMB + '".encode("punycode")|length }}',
-            "required_variables": [],
-        }
-        published = None
-        for _ in range(RETRIES):  # the API may be restarting under a fault
-            published = call("POST", f"{self.api_url}/v1/templates", json=template, headers=auth)
-            if published is not None:
-                break
-            time.sleep(1.0)
-        if published is None or published.status_code != 201:
-            status = published.status_code if published is not None else "unreachable"
-            self.hostile_findings.append(f"POST /v1/templates with the punycode bomb: {status}")
-            return 0
-        made = 0
-        for n in range(PUNYCODE_INTENTS):
-            wire = {
-                "idempotency_key": f"rel:{self.tag}:bomb:{n}",
-                "channel": "sms",
-                "recipient": {"ref": f"bomb-{n}", "phone": "+14155550123"},
-                "template": {"name": template["name"]},
-                "variables": {},
-                "purpose": "transactional",
-                "event_class": "bomb",
-            }
-            answer = call("POST", f"{self.api_url}/v1/intents", json=wire, headers=auth)
-            if answer is not None and answer.status_code == 201:
-                with self._lock:
-                    self.bomb_intents.append(str(answer.json()["id"]))
-                made += 1
-        self._count(f"punycode_intents_{made}")
-        return made
-
-    def _plant(self, doc: dict[str, Any]) -> list[str]:
-        # Published long ago, so it is never the rival's current version:
-        # only the intents pointed at it use it.
-        with self.t.db.transaction() as conn:
-            conn.execute(
-                "INSERT INTO policies (tenant_id, version, name, document, published_at,"
-                " published_by) VALUES (%s, %s, 'hostile', %s, '2000-01-01', 'planted')"
-                " ON CONFLICT DO NOTHING",
-                [RIVAL_TENANT, doc["version"], Jsonb(doc)],
-            )
-            rows = conn.execute(
-                "UPDATE intents SET policy_version = %s"
-                " WHERE tenant_id = %s AND state IN ('pending', 'resend_due') RETURNING id",
-                [doc["version"], RIVAL_TENANT],
-            ).fetchall()
-        return [str(r["id"]) for r in rows]
-
-    def hostile_check(self) -> list[str]:
-        """After the run: nothing was sent under the planted policy, and each
-        intent pointed at it was quarantined (never left pending)."""
-        found = list(self.hostile_findings)
-        with self.t.db.transaction() as conn:
-            rows = conn.execute(
-                "SELECT id, state, decision_code, attempt_count FROM intents WHERE id = ANY(%s)",
-                [self.hostile_intents],
-            ).fetchall()
-            bombs = conn.execute(
-                "SELECT id, state, decision_code FROM intents WHERE id = ANY(%s)",
-                [self.bomb_intents],
-            ).fetchall()
-        for r in rows:
-            if r["state"] in ("pending", "resend_due", "sending") or (
-                r["state"] == "failed" and r["decision_code"] != "UNDECODABLE"
-            ):
-                found.append(f"hostile intent {r['id']} ended {r['state']}/{r['decision_code']}")
-        for r in bombs:
-            if (r["state"], r["decision_code"]) != ("failed", "RENDER_LIMIT"):
-                found.append(f"punycode intent {r['id']} ended {r['state']}/{r['decision_code']}")
-        return found
 
     # --- cancelling ------------------------------------------------------
 

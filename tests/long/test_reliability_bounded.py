@@ -69,6 +69,7 @@ def test_every_fault_kind_was_injected_or_skipped_with_a_reason(bounded: RunRepo
         "flood",
         "bulk_job",
         "hostile_policy",
+        "hostile_round",
     ):
         assert by_kind.get(kind, {}).get("done", 0) >= 1, (kind, by_kind)
     restarts = [r for r in bounded.faults["records"] if r["kind"] == "pg_restart"]

@@ -20,6 +20,8 @@ from uuid import UUID
 
 import httpx
 import psycopg
+from harness.hostile_cases import NESTED_VARIABLES, YEAR_0, YEAR_10000
+from harness.hostile_cases import plant as plant_around_checks
 from harness.processes import ledger, start_api, start_worker, wait_http, wait_until
 from harness.processes import simulator as simulator_process
 
@@ -34,32 +36,11 @@ from tidings.store.queries import q
 
 HOSTILE, VICTIM = "hostile", "victim"
 SENT = {"accepted", "timeout_after_accept"}
-YEAR_10000 = "10000-01-01 00:00:00+00"
-YEAR_0 = "0001-01-01 00:00:00+00 BC"
-# The CHECK constraints of migration 0013, dropped for the planting and put
-# back NOT VALID: new writes are checked, the planted rows stay.
-BOUNDED = {
-    "intents": ("expires_at", "not_before", "next_due_at"),
-    "consents": ("captured_at", "revoked_at"),
-}
 
 
 def plant(db_url: str, sql: str, *params: Any) -> None:
-    """Write around the checks (test-only SQL over fixed names)."""
     with psycopg.connect(db_url) as conn:
-        for table, columns in BOUNDED.items():
-            for column in columns:
-                conn.execute(
-                    f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS {table}_{column}_bounded"
-                )
-        conn.execute(sql, params)
-        for table, columns in BOUNDED.items():
-            for column in columns:
-                conn.execute(
-                    f"ALTER TABLE {table} ADD CONSTRAINT {table}_{column}_bounded CHECK "
-                    f"({column} >= '1970-01-01 00:00:00+00'"
-                    f" AND {column} < '9000-01-01 00:00:00+00') NOT VALID"
-                )
+        plant_around_checks(conn, sql, params)
 
 
 def plant_poison(t: Tidings, db_url: str) -> list[UUID]:
@@ -74,13 +55,7 @@ def plant_poison(t: Tidings, db_url: str) -> list[UUID]:
     )
     # Past its deadline at any time: the sweep picks it up too.
     plant(db_url, "UPDATE intents SET expires_at = %s::timestamptz WHERE id = %s", YEAR_0, ids[1])
-    # Variables nested past what Python's JSON decoder will recurse into.
-    plant(
-        db_url,
-        "UPDATE intents SET variables = (repeat('[', 5000) || repeat(']', 5000))::jsonb"
-        " WHERE id = %s",
-        ids[2],
-    )
+    plant(db_url, f"UPDATE intents SET variables = {NESTED_VARIABLES} WHERE id = %s", ids[2])
     # Consent evidence the claim reads with the intent (dispatch/facts.py).
     hostile.put_contact("member-1804", phone="+14155550123")
     plant(

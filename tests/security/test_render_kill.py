@@ -17,9 +17,10 @@ method, filter or test fail until someone decides how it is bounded.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
+from harness.hostile_cases import PPRINT
+from harness.hostile_cases import UNINTERRUPTIBLE_BOMBS as BOMBS
 from markupsafe import Markup
 
 from tests.integration.api_support import auth, client, intent_body, new_key, publish_offer
@@ -32,85 +33,6 @@ from tidings.templates.render import render
 from tidings.templates.sandbox import TEXT_ENV
 
 HOSTILE, VICTIM = "hostile", "victim"
-
-# 8,000 distinct CJK characters: punycode's encoder is quadratic in them
-# (about 7 s here, in pure Python under one call).
-DISTINCT = "".join(chr(0x4E00 + i) for i in range(8000))
-# A 400,000-character string, and `k` references to it: a list that costs
-# nothing to build and k x 400,000 characters to compare or lowercase.
-BIG = '{% set s = "a" * 100000 %}{% set s = s ~ s ~ s ~ s %}'
-MILLION = '{% set s = "一" * 100000 %}{% set s = s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s ~ s %}'
-# Two equal, distinct structures of 2^d leaves made of d shared levels:
-# comparing or hashing them visits every leaf.
-DAG = (
-    "{% set ns = namespace(a=[], b=[]) %}{% for i in range(d) %}"
-    "{% set ns.a = [ns.a, ns.a] %}{% set ns.b = [ns.b, ns.b] %}{% endfor %}"
-)
-TUPLE_DAG = (
-    "{% set ns = namespace(a=(), b=()) %}{% for i in range(d) %}"
-    "{% set ns.a = (ns.a, ns.a) %}{% endfor %}"
-)
-FLOOD = "{{ range(0, k * p, p)"
-
-# name: (body, variables). Each took seconds to hours in one call before.
-BOMBS: dict[str, tuple[str, dict[str, Any]]] = {
-    "punycode": ('{{ "' + DISTINCT + '".encode("punycode")|length }}', {}),
-    "idna": ('{{ ("' + DISTINCT + '" ~ ".example").encode("idna")|length }}', {}),
-    "strip_chars": ("{{ (w * n).strip(v * n ~ w)|length }}", {"w": "一", "v": "丁", "n": 100000}),
-    "trim_chars": ("{{ (w * n)|trim(v * n ~ w)|length }}", {"w": "一", "v": "丁", "n": 100000}),
-    "sort_aliases": (BIG + "{{ ([s] * k)|sort|length }}", {"k": 8000}),
-    "max_aliases": (BIG + "{{ ([s] * k)|max|length }}", {"k": 30000}),
-    "unique_aliases": (BIG + "{{ ([s] * k)|unique|list|length }}", {"k": 12000}),
-    "select_equalto": (
-        BIG + '{% set t = s[1:] ~ "a" %}{{ ([s] * k)|select("equalto", t)|list|length }}',
-        {"k": 100000},
-    ),
-    "compare_dag": (DAG + "{{ ns.a == ns.b }}", {"d": 28}),
-    "in_dag": (DAG + "{{ ns.a in [ns.b] }}", {"d": 28}),
-    "loop_changed_dag": (
-        DAG + "{% for x in [ns.a, ns.b] %}{{ loop.changed(x) }}{% endfor %}",
-        {"d": 28},
-    ),
-    # textwrap slices what is left of a long word, or strips what is left
-    # of a long blank run, once per line: quadratic in the run.
-    "wordwrap_long_word": (BIG + "{{ s|wordwrap(1)|length }}", {}),
-    "wordwrap_blank_run": (
-        '{% set s = " " * 100000 %}{{ (s ~ s)|wordwrap(1)|length }}',
-        {},
-    ),
-    # A string is one item per character: sorting or grouping a million
-    # of them is one call of 1.5-2.5 s here.
-    "sort_characters": (MILLION + "{{ s|sort|length }}", {}),
-    "groupby_characters": (MILLION + "{{ s|groupby(0)|list|length }}", {}),
-    # A namespace prints its attributes: the whole structure, built in one
-    # str() before the output is counted (2 s at 2^23 here, 4 GB at 2^30).
-    "print_namespace_dag": (DAG + "{{ ns }}", {"d": 24}),
-    # Measured while small, then grown: a namespace is measured afresh.
-    "namespace_grown": (
-        "{% set ns = namespace(a=[]) %}{% set small = [ns] == [ns] %}"
-        "{% for i in range(d) %}{% set ns.a = [ns.a, ns.a] %}{% endfor %}{{ ns }}",
-        {"d": 24},
-    ),
-    "hash_dag": (TUPLE_DAG + "{{ {ns.a: 1}|length }}", {"d": 30}),
-    # Multiples of 2^61 - 1 all hash to 0: a set or dict of k of them
-    # probes k^2 / 2 times (22 s at 40,000 here).
-    "hash_flood_unique": (FLOOD + "|unique|list|length }}", {"k": 40000, "p": 2**61 - 1}),
-    "hash_flood_fromkeys": (
-        "{{ {}.fromkeys(" + FLOOD[3:] + ")|length }}",
-        {"k": 40000, "p": 2**61 - 1},
-    ),
-    "hash_flood_dict": (
-        "{{ dict(" + FLOOD[3:] + "|batch(2))|length }}",
-        {"k": 80000, "p": 2**61 - 1},
-    ),
-}
-
-# pprint formats each nested level whole again (about 4 s here at 200
-# levels): no notification needs it, so it is gone and refused at publish.
-PPRINT = (
-    "{% set ns = namespace(l=range(40000)|list) %}{% for i in range(d) %}"
-    "{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l|pprint|length }}"
-)
 
 
 def _revision(body: str, tenant: str = HOSTILE) -> TemplateRevision:

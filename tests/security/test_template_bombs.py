@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.hostile_cases import PUBLISH_BOMBS as BOMBS
+from harness.hostile_cases import VARIABLE_BOMBS
 from typer.testing import CliRunner
 
 from tests.conftest import TEST_SECRET, publish_example_policy
@@ -37,35 +39,6 @@ from tidings.templates.model import RenderError, TemplateRevision
 from tidings.templates.render import render
 
 HOSTILE, VICTIM = "hostile", "victim"
-
-# Each is refused at publish: its constants alone exceed the default limits
-# (100 000 iterations, 256 KiB per part).
-BOMBS: dict[str, dict[str, Any]] = {
-    "nested_ranges": {
-        "body": "{% for a in range(100000) %}{% for b in range(100000) %}"
-        "xxxxxxxxxx{% endfor %}{% endfor %}"
-    },
-    "silent_nested_ranges": {
-        "body": "{% for a in range(10**5) %}{% for b in range(10**5) %}{% endfor %}{% endfor %}"
-    },
-    "text_times_loop": {"body": "{% for a in range(100000) %}" + "x" * 100 + "{% endfor %}"},
-    "center": {"body": "{{ 'x'|center(1000000000) }}"},
-    "indent": {"body": "{{ 'x'|indent(1000000000) }}"},
-    "ljust_method": {"body": "{{ 'x'.ljust(10**9) }}"},
-    "percent_width": {"body": "{{ '%0999999999d' % 1 }}"},
-    "format_filter_width": {"body": "{{ '%999999999s'|format('x') }}"},
-    "str_format_width": {"body": "{{ '{:>999999999}'.format(1) }}"},
-    "huge_range": {"body": "{{ range(10000000)|join(',') }}"},
-    "sequence_repeat": {"body": "{{ 'x' * 1000000000 }}"},
-    "batch_fill": {"body": "{{ [1]|batch(1000000000, 'x')|list }}"},
-    "html_body_loops": {
-        "channel": "email",
-        "subject": "Report",
-        "body": "See the HTML part.",
-        "html_body": "{% for a in range(1000) %}{% for b in range(1000) %}<td/>"
-        "{% endfor %}{% endfor %}",
-    },
-}
 
 
 def _template(name: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -98,30 +71,6 @@ def test_the_library_refuses_a_bomb(tidings: Tidings) -> None:
         tidings.publish_template("bomb", channel="sms", body=BOMBS["nested_ranges"]["body"])
     assert refused.value.field == "template.body"
     assert "100000 iterations" in refused.value.message
-
-
-# Valid at publish (the size depends on the variables); too large at send.
-VARIABLE_BOMBS: dict[str, tuple[str, dict[str, Any]]] = {
-    # 1000 x 1000 = 10^6 iterations, 10^6 lines of output.
-    "nested_loops": (
-        "{% for a in rows %}{% for b in rows %}{{ a }}{{ b }}\n{% endfor %}{% endfor %}",
-        {"rows": list(range(1000))},
-    ),
-    # A one-call allocation: a gigabyte of padding.
-    "width": ("{{ pad|center(width) }}", {"pad": "x", "width": 10**9}),
-    # Doubling a string 64 times: 2^64 characters.
-    "doubling": (
-        "{% set ns = namespace(s=seed) %}{% for i in range(times) %}"
-        "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
-        {"seed": "x", "times": 64},
-    ),
-    # Exponential macro recursion: 2^60 calls.
-    "recursion": (
-        "{% macro d(n) %}{% if n %}{{ d(n - 1) }}{{ d(n - 1) }}{% else %}x{% endif %}"
-        "{% endmacro %}{{ d(depth) }}",
-        {"depth": 60},
-    ),
-}
 
 
 def _publish(http: Any, key: str, name: str, body: str, variables: dict[str, Any]) -> None:
