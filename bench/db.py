@@ -11,6 +11,7 @@ import itertools
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import psycopg
@@ -23,21 +24,48 @@ MIGRATED = "bench_migrated"
 
 
 class Server:
-    """The run's PostgreSQL, in a temporary directory removed at close."""
+    """The run's PostgreSQL, in a temporary directory removed at close;
+    `settings` (postgresql.conf names) are set before anything is measured."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: Mapping[str, str] | None = None) -> None:
         self.home = Path(tempfile.mkdtemp(prefix="tidings-bench-"))
         os.environ.setdefault("XDG_RUNTIME_DIR", str(self.home))
         import pgserver  # imported late: only the benchmark run needs a server
 
         self._pg = pgserver.get_server(self.home / "pgdata", cleanup_mode="delete")  # type: ignore[attr-defined]
         self.url: str = self._pg.get_uri()
+        self.settings = dict(settings or {})
+        if self.settings:
+            self._configure()
         self._names = itertools.count(1)
         with psycopg.connect(self.url, autocommit=True) as conn:
             row = conn.execute("SHOW server_version").fetchone()
         self.version = f"PostgreSQL {row[0] if row else '?'}"
         self.create(MIGRATED)
         migrate(self.dsn(MIGRATED))
+
+    def _configure(self) -> None:
+        # ALTER SYSTEM, then a restart: shared_buffers takes nothing less.
+        from pgserver._commands import pg_ctl  # type: ignore[import-untyped]
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            for name, value in self.settings.items():
+                conn.execute(
+                    sql.SQL("ALTER SYSTEM SET {} = {}").format(
+                        sql.Identifier(name), sql.Literal(value)
+                    )
+                )
+        pg = self._pg
+        pg_ctl(
+            ["-w", "-m", "fast", "-l", str(pg.log), "restart"],
+            pgdata=pg.pgdata,
+            user=pg.system_user,
+        )
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            for name, value in self.settings.items():
+                row = conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()
+                if row is None or row[0] != value:
+                    raise RuntimeError(f"the bench server's {name} is {row}, not {value}")
 
     def dsn(self, database: str) -> str:
         return make_conninfo(self.url, dbname=database)

@@ -33,6 +33,7 @@ import httpx
 
 from bench import api_client
 from bench.context import Context
+from bench.db import Server
 from bench.model import Measure, ScenarioResult, repeat
 from bench.procs import WorkerGroup, WorkerSpec, api, peak_rss_mb, simulator
 from bench.run_watch import (
@@ -51,6 +52,18 @@ REFERENCE = 10_000
 SIZE = int(os.environ.get("BENCH_SCALE_RUN_SIZE", "1000000"))
 CAP_S = float(os.environ.get("BENCH_SCALE_RUN_CAP_S", str(3 * 3600)))
 REFERENCE_CAP_S = 600.0
+# The job and its 10k reference run on a server of their own, configured as
+# a deployment expecting million-recipient jobs configures it (PostgreSQL's
+# "Resource Consumption" and "WAL Configuration" chapters). pgserver's
+# defaults (128 MB of shared buffers, 1 GB of WAL between checkpoints) made
+# the 1M job checkpoint every 15 to 80 s: half its WAL was full-page images
+# and backends wrote 1.95 million pages themselves, costs a 10k job never
+# meets (docs/benchmarks.md, "The 1M run and the server's size").
+LARGE_JOB_SETTINGS = {
+    "shared_buffers": "4GB",
+    "max_wal_size": "16GB",
+    "checkpoint_timeout": "15min",
+}
 CONSOLE_READS = 5
 CONSOLE_PAGES = {"overview": "/console/", "jobs": "/console/jobs"}
 
@@ -70,6 +83,17 @@ def run(ctx: Context) -> ScenarioResult:
     if reason:
         result.skipped = reason
         return result
+    server = Server(LARGE_JOB_SETTINGS)
+    try:
+        _run(Context(ctx.config, server), result)
+    finally:
+        server.close()
+    settings = ", ".join(f"{k}={v}" for k, v in LARGE_JOB_SETTINGS.items())
+    result.notes.append(f"on a PostgreSQL of its own, sized for the job: {settings}")
+    return result
+
+
+def _run(ctx: Context, result: ScenarioResult) -> None:
     template = published_template(ctx)
     big = _once(ctx, template, SIZE, CAP_S, watch=True)
     name = label(SIZE)
@@ -86,7 +110,6 @@ def run(ctx: Context) -> ScenarioResult:
         + (f"finished in {big['seconds']:.0f} s" if big["done"] else
            f"CAPPED at {CAP_S:.0f} s with {big['queued']:,} intents still queued")
     )  # fmt: skip
-    return result
 
 
 def _measures(big: dict[str, Any], name: str, reference: list[float]) -> list[Measure]:
