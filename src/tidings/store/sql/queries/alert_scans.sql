@@ -340,18 +340,20 @@ WITH floor AS (
     FROM floor f
     CROSS JOIN (VALUES ('pending'), ('resend_due')) AS s (state)
     CROSS JOIN LATERAL (
-        SELECT i.channel, i.id, i.event_class, i.decision_code, w.since, w.allowed_seconds
-        FROM intents i
-        LEFT JOIN policies pol ON pol.tenant_id = i.tenant_id AND pol.version = i.policy_version
-        CROSS JOIN LATERAL (
-            SELECT greatest(i.created_at, coalesce(i.not_before, i.created_at)) AS since,
+        SELECT w.channel, w.id, w.event_class, w.decision_code, w.since, w.allowed_seconds
+        FROM (
+            SELECT i.channel, i.id, i.event_class, i.decision_code, i.created_at,
+                   greatest(i.created_at, coalesce(i.not_before, i.created_at)) AS since,
                    /* include: max_pending_seconds */ AS allowed_seconds
+            FROM intents i
+            LEFT JOIN policies pol
+                   ON pol.tenant_id = i.tenant_id AND pol.version = i.policy_version
+            WHERE i.tenant_id = f.tenant_id AND i.state = s.state
+              AND i.state IN ('pending', 'resend_due')
+              AND i.created_at <= %(now)s - make_interval(secs => f.shortest_seconds)
         ) AS w
-        WHERE i.tenant_id = f.tenant_id AND i.state = s.state
-          AND i.state IN ('pending', 'resend_due')
-          AND i.created_at <= %(now)s - make_interval(secs => f.shortest_seconds)
-          AND w.since + make_interval(secs => w.allowed_seconds) <= %(now)s
-        ORDER BY i.created_at, i.id
+        WHERE w.since + make_interval(secs => w.allowed_seconds) <= %(now)s
+        ORDER BY w.created_at, w.id
         LIMIT %(cap)s + 1
     ) AS o
 ), capped AS (
