@@ -62,6 +62,11 @@ class Host:
         """Its interface down: every connection it has just stops."""
         ip("netns", "exec", self.netns, "ip", "link", "set", "eth0", "down")
 
+    def reconnect(self) -> None:
+        """Its interface up again: packets to and from it flow; a peer that
+        still holds a connection of a process gone meanwhile gets a reset."""
+        ip("netns", "exec", self.netns, "ip", "link", "set", "eth0", "up")
+
 
 @dataclass
 class Topology:

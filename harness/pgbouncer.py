@@ -48,6 +48,12 @@ class Bouncer:
     # Databases named in the file: their pools are the ones a move closes
     # and reopens on the new server. Any other goes through `*`.
     databases: tuple[str, ...] = ()
+    # Seconds a client may sit in a transaction doing nothing before
+    # PgBouncer drops it and frees its server connection (0: never). A host
+    # cut off mid-transaction sends nothing more, not even a reset; without
+    # it the server connection, and every row lock of that transaction,
+    # stay taken until the kernel's keepalive gives up, hours later.
+    idle_transaction_timeout: int = 0
     proc: subprocess.Popen[bytes] | None = None
     repoints: int = 0
 
@@ -76,6 +82,7 @@ class Bouncer:
                     # this long (15 s by default): a restarted or failed-over
                     # server would stay unreachable long after it is back.
                     "server_login_retry = 1",
+                    f"idle_transaction_timeout = {self.idle_transaction_timeout}",
                     "ignore_startup_parameters = extra_float_digits,options",
                     "",
                 ]
@@ -112,6 +119,7 @@ def bouncer(
     pool_size: int = 4,
     target: tuple[str, int] | None = None,
     databases: tuple[str, ...] = (),
+    idle_transaction_timeout: int = 0,
 ) -> Iterator[Bouncer]:
     """PgBouncer in front of `target` (default: `server_url`'s host and port),
     with `server_url`'s user; it can be re-pointed while it runs. Name the
@@ -126,7 +134,9 @@ def bouncer(
     host = target or (str(server.get("host", "127.0.0.1")), int(server.get("port", 5432)))
     user = _user_for(str(server.get("host") or ""))
     log = (folder / "pgbouncer.log").open("wb")
-    running = Bouncer(free_port(), folder, listen, pool_size, host, databases)
+    running = Bouncer(
+        free_port(), folder, listen, pool_size, host, databases, idle_transaction_timeout
+    )
     running.write()
     proc = subprocess.Popen([BINARY, "-u", user, str(running.ini)], stdout=log, stderr=log)
     running.proc = proc

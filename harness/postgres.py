@@ -11,6 +11,15 @@ import subprocess
 from pathlib import Path
 
 TIMEOUT_S = 60.0
+# How a server notices a client host that vanished (cable pulled, host
+# dead): unanswered keepalives after 5 s idle, or 10 s of unacknowledged
+# data (docs/scaling.md, "A host that vanishes").
+VANISHED_CLIENTS = {
+    "tcp_keepalives_idle": "5",
+    "tcp_keepalives_interval": "2",
+    "tcp_keepalives_count": "3",
+    "tcp_user_timeout": "10000",
+}
 
 
 class LocalPostgres:

@@ -81,8 +81,11 @@ class PatroniCluster:
     """`with PatroniCluster() as cluster:` etcd and three members, started
     and ready (a primary and a synchronous standby); removed on exit."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, bridge: tuple[str, str] | None = None) -> None:
+        """`bridge`: (address, network) where hosts in network namespaces
+        reach the members too (config.py)."""
         self.root = root or Path(tempfile.mkdtemp(prefix="tidings-patroni-"))
+        self.bridge = bridge
         self.scope = f"tidings-{uuid.uuid4().hex[:8]}"
         self.etcd_port, self.etcd_peer_port = free_port(), free_port()
         self.members = [
@@ -143,7 +146,7 @@ class PatroniCluster:
         for member in self.members:
             member.folder.mkdir(mode=0o700)
             config = member.folder / "patroni.yml"
-            settings = member_config(self.scope, member, self.etcd_port, server_bin())
+            settings = member_config(self.scope, member, self.etcd_port, server_bin(), self.bridge)
             config.write_text(json.dumps(settings, indent=2))
             self._give(member.folder)
             member.proc = self._spawn(

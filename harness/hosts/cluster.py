@@ -25,7 +25,7 @@ from typing import IO
 import httpx
 
 from harness.netns import Host, Topology
-from harness.postgres import LocalPostgres
+from harness.postgres import VANISHED_CLIENTS, LocalPostgres
 from tidings.cli.devstack import free_port
 
 SECRET = "test-secret-key-0123456789abcdef"
@@ -33,15 +33,6 @@ WEBHOOK_SECRET = "many-hosts-webhook-secret"
 API_PORT = 8000  # each API host has its own address: the same port on each
 START_TIMEOUT_S = 90.0
 READY_LINE = b"running; channels"  # what `tidings worker` prints once it runs
-# How the server notices a client host that vanished (cable pulled, host
-# dead): unanswered keepalives after 5 s idle, or 10 s of unacknowledged data.
-VANISHED_CLIENTS = {
-    "tcp_keepalives_idle": "5",
-    "tcp_keepalives_interval": "2",
-    "tcp_keepalives_count": "3",
-    "tcp_user_timeout": "10000",
-    "max_connections": "300",
-}
 _SCRUBBED = ("TIDINGS_FAULTS", "DATABASE_URL", "TIDINGS_DATABASE_URL", "TIDINGS_SIMULATOR_URL")
 
 
@@ -105,7 +96,7 @@ class Cluster:
 
     def start_database(self) -> str:
         self.root.mkdir(parents=True, exist_ok=True)
-        settings = {**VANISHED_CLIENTS, **self.pg_settings}
+        settings = {**VANISHED_CLIENTS, "max_connections": "300", **self.pg_settings}
         self.pg = LocalPostgres(
             self.root / "pg",
             free_port(),

@@ -6,7 +6,9 @@ run instead (harness/reliability/hosts.py), with its own report.
 `python -m harness.reliability --soak 60`: an hour of every fault kind on a
 three-member Patroni cluster, the primary killed and switched over among
 them (harness/failover/), reached through PgBouncer in transaction mode,
-with a job of 100,000 recipients (`--big-job`) beside urgent single intents.
+with a job of 100,000 recipients (`--big-job`) beside urgent single intents,
+two API hosts and three worker hosts in network namespaces, one cut off
+now and then (`--no-namespaces`: all on loopback).
 
 Writes harness/reliability/reports/reliability-<time>-seed<seed>.json, prints
 a table, and exits 1 if any invariant was violated.
@@ -25,7 +27,7 @@ from rich.console import Console
 
 from tidings.providers.simulator.profiles import PROFILE_CHOICES
 
-from . import hosts, report, soak
+from . import hosts, placement, report, soak
 from .run import REPORTS, RunConfig, run
 
 
@@ -93,6 +95,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="SECONDS",
         help="how long the drain waits for the big job to finish (default 600)",
     )
+    parser.add_argument(
+        "--namespaces",
+        action=argparse.BooleanOptionalAction,
+        help="APIs and workers on hosts in network namespaces, with host cuts (needs root and "
+        "--patroni; default with --soak)",
+    )
     hosts.add_arguments(parser)
     return parser.parse_args(argv)
 
@@ -117,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
             args.big_job = soak.big_job_size(args.soak)
         if args.profile_phases is None:
             args.profile_phases = soak.PROFILE_PHASES
+        if args.namespaces is None:
+            args.namespaces = True
+    if args.namespaces:
+        # A worker on each worker host.
+        args.workers = max(args.workers, len(placement.WORKER_HOSTS))
     config = RunConfig(
         minutes=args.minutes,
         seed=args.seed,
@@ -134,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         urgent_per_s=args.urgent_per_s,
         big_job_timeout_s=args.big_job_timeout,
         soak=args.soak is not None,
+        hosts=bool(args.namespaces),
         progress=lambda line: console.print(f"[dim]{line}[/]"),
     )
     result = run(config)

@@ -107,7 +107,7 @@ class BigJob:
         )
         sent_at = time.time()
         auth = {"Authorization": f"Bearer {self.work.api_key}"}
-        answer = call("POST", f"{self.work.api_url}/v1/intents", json=body, headers=auth)
+        answer = call("POST", f"{self.work.api()}/v1/intents", json=body, headers=auth)
         if answer is None or answer.status_code != 201:
             with self._lock:
                 self.urgent_refused += 1

@@ -84,10 +84,13 @@ def describe(url: str) -> Server:
 
 
 @contextmanager
-def server(url: str | None, patroni: bool = False) -> Iterator[Server]:
-    """The run's server: a Patroni cluster, the one at `url`, or a private one."""
+def server(
+    url: str | None, patroni: bool = False, bridge: tuple[str, str] | None = None
+) -> Iterator[Server]:
+    """The run's server: a Patroni cluster (also on `bridge`'s address), the
+    one at `url`, or a private one."""
     if patroni:
-        with patroni_server() as cluster:
+        with patroni_server(bridge) as cluster:
             yield cluster
     elif url is None:
         with private_server() as private:
@@ -112,10 +115,11 @@ def private_server() -> Iterator[Server]:
 
 
 @contextmanager
-def patroni_server() -> Iterator[Server]:
+def patroni_server(bridge: tuple[str, str] | None = None) -> Iterator[Server]:
     """A three-member Patroni cluster of the run's own, reached through its
-    multi-host DSN; its faults are failovers and switchovers."""
-    with PatroniCluster() as cluster:
+    multi-host DSN; its faults are failovers and switchovers. `bridge`: see
+    PatroniCluster."""
+    with PatroniCluster(bridge=bridge) as cluster:
         yield Server(cluster.url(), "patroni", cluster=cluster)
 
 

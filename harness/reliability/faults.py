@@ -223,14 +223,14 @@ class Injector:
 
     # --- workers -----------------------------------------------------------
 
-    def _live(self) -> list[Proc]:
+    def live(self) -> list[Proc]:
         # A worker already stopping gracefully is left to finish, a killed one
         # ignored (a SIGKILL is not reaped at once: the victim may still look alive).
         gone = self._terminated | self._killed
         return [w for w in self.fleet.live_workers() if w.pid not in gone]
 
     def _victim(self, ready: bool = False) -> Proc:
-        live = self._live()
+        live = self.live()
         if ready:  # SIGTERM before the handler is installed just ends the process;
             # an armed worker could reach its kill point while finishing its sends.
             live = [w for w in live if w.ready() and not w.faults]
@@ -251,10 +251,14 @@ class Injector:
                 self.supervise()
                 time.sleep(0.5)
 
+    def kill(self, worker: Proc) -> None:
+        """SIGKILL, recorded as ours (a killed worker's exit is no finding)."""
+        self._killed.add(worker.pid)
+        worker.signal(signal.SIGKILL)
+
     def worker_sigkill(self) -> str:
         victim = self._victim()
-        self._killed.add(victim.pid)
-        victim.signal(signal.SIGKILL)
+        self.kill(victim)
         return f"{victim.name} (pid {victim.pid}) at a random point"
 
     def worker_fault_point(self) -> str:
@@ -286,7 +290,7 @@ class Injector:
 
     def worker_sigterm(self) -> str:
         """A graceful stop must finish and record in-flight sends, then exit 0."""
-        live = self._live()
+        live = self.live()
         if live and all(w.faults for w in live):
             # Fault points come every 15 s: every worker may be armed. One
             # killed (what it was armed for) is replaced by an unarmed one.

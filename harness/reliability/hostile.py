@@ -49,7 +49,7 @@ QUARANTINED = ("failed", "UNDECODABLE")
 @dataclass
 class Hostile:
     t: Tidings  # the run's client: the rival's rows are written through it
-    api_url: str
+    api: Callable[[], str]  # the API to call next
     admin_key: str
     tag: str
     count: Callable[[str], None]
@@ -266,7 +266,7 @@ class Hostile:
         auth = {"Authorization": f"Bearer {self.admin_key}"}
         answer = None
         for _ in range(RETRIES):  # the API or its database may be away under a fault
-            answer = call("POST", f"{self.api_url}{path}", json=body, headers=auth)
+            answer = call("POST", f"{self.api()}{path}", json=body, headers=auth)
             if answer is not None and answer.status_code != 503:
                 break
             time.sleep(1.0)

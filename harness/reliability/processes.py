@@ -1,6 +1,8 @@
-"""The real processes a run drives, each a `tidings` subprocess on loopback:
-the provider simulator, the API (`tidings serve`, which receives the
-simulator's webhooks), and N workers (`tidings worker`).
+"""The real processes a run drives, each a `tidings` subprocess: the
+provider simulator, the API (`tidings serve`, which receives the
+simulator's webhooks), and N workers (`tidings worker`). On loopback, or
+(the soak) the APIs and workers on hosts in network namespaces
+(placement.py), the simulator on the bridge's address.
 
 Workers are supervised: one that died (killed by us, or by its own
 TIDINGS_FAULTS plan) is started again, as a process manager would, and
@@ -16,13 +18,18 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
 
 from harness.wires import channels_env, every_wire_env
 from tidings.cli.devstack import free_port
+
+if TYPE_CHECKING:
+    from harness.netns import Host
+
+    from .placement import Placement
 
 START_TIMEOUT_S = 60.0
 READY_LINE = "running; channels"  # what `tidings worker` prints once it runs
@@ -39,6 +46,7 @@ class Proc:
     env: dict[str, str]
     log_path: Path
     faults: str = ""  # the TIDINGS_FAULTS plan it runs with
+    host: str = ""  # the host (network namespace) it runs on; "": this one
     popen: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     _log: IO[bytes] | None = None
@@ -147,8 +155,10 @@ class Fleet:
     # be switched to another provider (switching.py) and the old one's
     # attempts still reconciled.
     switching: bool = False
+    # APIs and workers on hosts of their own (placement.py); None: loopback.
+    placement: Placement | None = None
     simulator: Proc | None = None
-    api: Proc | None = None
+    apis: list[Proc] = field(default_factory=list)
     workers: list[Proc] = field(default_factory=list)
     exits: list[WorkerExit] = field(default_factory=list)
     sim_port: int = 0
@@ -162,16 +172,35 @@ class Fleet:
         self.metrics_port = self.metrics_port or free_port()
 
     @property
+    def address(self) -> str:
+        """Where the simulator listens: loopback, or the hosts' bridge."""
+        return self.placement.address if self.placement is not None else "127.0.0.1"
+
+    @property
     def sim_url(self) -> str:
-        return f"http://127.0.0.1:{self.sim_port}"
+        return f"http://{self.address}:{self.sim_port}"
+
+    @property
+    def api(self) -> Proc | None:
+        return self.apis[0] if self.apis else None
+
+    @property
+    def api_urls(self) -> list[str]:
+        return [f"http://{address}:{self.api_port}" for address, _ in self._api_places()]
 
     @property
     def api_url(self) -> str:
-        return f"http://127.0.0.1:{self.api_port}"
+        return self.api_urls[0]
 
     @property
     def metrics_url(self) -> str:
-        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+        address = self._api_places()[0][0]
+        return f"http://{address}:{self.metrics_port}/metrics"
+
+    def _api_places(self) -> list[tuple[str, Host | None]]:
+        if self.placement is None:
+            return [("127.0.0.1", None)]
+        return [(host.address, host) for host in self.placement.apis]
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
@@ -188,16 +217,23 @@ class Fleet:
             # on a loaded machine. Skewed clocks have their own test
             # (tests/e2e/test_skewed_clocks.py).
             TIDINGS_CLOCK="system",
+            # The simulator signs its receipts with it, the APIs check them:
+            # off loopback the development default is refused.
+            TIDINGS_SIMULATOR_WEBHOOK_SECRET=f"receipts-{self.secret[:16]}",
             PYTHONUNBUFFERED="1",
             COLUMNS="200",
         )
         if self.wire:
             env.update(self._wire_env())
+        direct = self.db_url
+        if self.placement is not None:
+            direct = self.placement.from_hosts(direct)
+            env.update(DATABASE_URL=direct)
         if self.pooled_url is not None:
             env.update(
                 DATABASE_URL=self.pooled_url,
                 TIDINGS_TRANSACTION_POOLING="1",
-                TIDINGS_LISTEN_URL=self.db_url,
+                TIDINGS_LISTEN_URL=direct,
             )
         return env
 
@@ -220,6 +256,8 @@ class Fleet:
         self.simulator = self._proc(
             "simulator",
             "simulator",
+            "--host",
+            self.address,
             "--port",
             str(self.sim_port),
             "--seed",
@@ -232,17 +270,32 @@ class Fleet:
         _wait_healthy(f"{self.sim_url}/healthz", self.simulator)
         if self.wire and call("PUT", f"{self.sim_url}/_config", json={"wire": True}) is None:
             raise RuntimeError("the simulator refused to speak its provider's wire")
-        self.api = self._proc(
-            "api", "serve", "--port", str(self.api_port), "--metrics-port", str(self.metrics_port)
-        ).start()
-        _wait_healthy(f"{self.api_url}/healthz", self.api)
+        places = self._api_places()
+        for (address, host), url in zip(places, self.api_urls, strict=True):
+            api = self._proc(
+                host.name if host is not None else "api",
+                "serve",
+                "--host",
+                address,
+                "--port",
+                str(self.api_port),
+                "--metrics-host",
+                address,
+                "--metrics-port",
+                str(self.metrics_port),
+                host=host,
+            )
+            self.apis.append(api.start())
+            _wait_healthy(f"{url}/healthz", api)
         for _ in range(self.workers_wanted):
             self.start_worker()
         return self
 
     def start_worker(self, faults: str = "", env: dict[str, str] | None = None) -> Proc:
-        """A worker; `env` adds to the fleet's environment (a skewed clock)."""
+        """A worker; `env` adds to the fleet's environment (a skewed clock).
+        With hosts, on the next one that is up."""
         self._serial += 1
+        host = self.placement.worker_host() if self.placement is not None else None
         worker = self._proc(
             f"worker-{self._serial}",
             "worker",
@@ -254,6 +307,7 @@ class Fleet:
             str(self.concurrency),
             "--batch-size",
             "20",
+            host=host,
         )
         worker.faults = faults
         worker.env.update(env or {})
@@ -296,14 +350,18 @@ class Fleet:
 
     def stop(self) -> dict[str, int | None]:
         codes = {w.name: w.stop() for w in self.workers}
-        for proc in (self.api, self.simulator):
+        for proc in (*self.apis, self.simulator):
             if proc is not None:
                 codes[proc.name] = proc.stop(10)
         return codes
 
-    def _proc(self, name: str, *args: str) -> Proc:
+    def _proc(self, name: str, *args: str, host: Host | None = None) -> Proc:
         argv = [sys.executable, "-m", "tidings.cli", *args]
-        return Proc(name, argv, self.env(), self.log_dir / f"{name}.log")
+        if host is None:
+            return Proc(name, argv, self.env(), self.log_dir / f"{name}.log")
+        # `ip netns exec` execs the command: its pid is the process's own.
+        log = self.log_dir / f"{name}.log"
+        return Proc(name, host.command(*argv), self.env(), log, host=host.name)
 
 
 def _wait_healthy(url: str, proc: Proc) -> None:

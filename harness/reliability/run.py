@@ -40,6 +40,7 @@ from . import (
     faults,
     invariants,
     memory,
+    placement,
     probes,
     snapshot,
     soak,
@@ -100,6 +101,9 @@ class RunConfig:
     profile_phases: int = 0
     # Issue #43's soak: the faults of faults.SOAK_PERIODS as well.
     soak: bool = False
+    # Issue #43: the APIs and workers on hosts in network namespaces, with
+    # host cuts among the faults (placement.py); on a Patroni cluster only.
+    hosts: bool = False
     progress: Callable[[str], None] = field(default=lambda _: None, repr=False)
 
 
@@ -123,12 +127,21 @@ class RunReport:
 
 
 def run(config: RunConfig) -> RunReport:
+    if config.hosts and not config.patroni:
+        raise ValueError("hosts in network namespaces need the run's own (Patroni) cluster")
     with ExitStack() as stack:
-        server = stack.enter_context(database.server(config.server_url, config.patroni))
-        return _run(config, server, stack)
+        placed = stack.enter_context(placement.placed()) if config.hosts else None
+        bridge = placed.bridge if placed is not None else None
+        server = stack.enter_context(database.server(config.server_url, config.patroni, bridge))
+        return _run(config, server, stack, placed)
 
 
-def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunReport:
+def _run(
+    config: RunConfig,
+    server: database.Server,
+    stack: ExitStack,
+    placed: placement.Placement | None,
+) -> RunReport:
     say = config.progress
     rng = random.Random(config.seed)
     tag = f"{time.strftime('%Y%m%dT%H%M%S')}-{config.seed}"
@@ -142,7 +155,10 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
     secret = secrets.token_hex(24)
     wired = bool(wired_in(config.profile)) if config.wire is None else config.wire
     wired = wired or config.profile_phases > 1  # switching is through the wires
-    pooler = soak.pooled(db_url, server, stack, config.pgbouncer_pool) if config.pgbouncer else None
+    listen = placed.address if placed is not None else "127.0.0.1"
+    pooler = None
+    if config.pgbouncer:
+        pooler = soak.pooled(db_url, server, stack, config.pgbouncer_pool, listen)
     fleet = Fleet(
         db_url,
         home,
@@ -156,8 +172,9 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
         pooled_url=pooler.url if pooler is not None else None,
         wire=wired,
         switching=config.profile_phases > 1,
+        placement=placed,
     )
-    relay = WebhookRelay(fleet.api_url, _route(config.profile, wired)).start()
+    relay = WebhookRelay(fleet.api_urls, _route(config.profile, wired)).start()
     stack.callback(relay.close)
     stack.callback(fleet.stop)
     fleet.start(relay.url)
@@ -166,7 +183,7 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
     faults.configure(fleet.sim_url, {**faults.BASELINE, "seed": config.seed})
     t = Tidings(db_url, secret_key=secret)
     stack.callback(t.close)
-    work = Workload(t, fleet.api_url, random.Random(rng.random()), tag)
+    work = Workload(t, fleet.api_url, random.Random(rng.random()), tag, fleet.api_urls)
     work.prepare()
     say(f"database {db_url.split('dbname=')[-1]} on the {server.kind} server; logs in {log_dir}")
 
@@ -176,6 +193,9 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
         periods = {**(faults.PERIODS if periods is None else periods), **faults.FAILOVER_PERIODS}
     if config.soak:
         periods = {**(faults.PERIODS if periods is None else periods), **faults.SOAK_PERIODS}
+    if placed is not None:
+        host_cuts = {placement.KIND: placement.PERIOD_S}
+        periods = {**(faults.PERIODS if periods is None else periods), **host_cuts}
     schedule = faults.Schedule.draw(chaos_s, random.Random(rng.random()), config.pauses, periods)
     injector = faults.Injector(
         fleet, server, relay, work, random.Random(rng.random()), config.flood_size, config.job_size
@@ -183,6 +203,9 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
     old_month = OldMonth(db_url, secret, fleet.env()) if config.soak else None
     if old_month is not None:
         injector.more_actions["purge_old_month"] = old_month.purge
+    if placed is not None:
+        cuts = placement.HostCut(placed, injector, random.Random(rng.random()))
+        injector.more_actions[placement.KIND] = cuts.cut
     if config.profile_phases > 1:
         switcher = switching.Switcher(fleet, injector, switching.rotation(config.profile))
         injector.more_actions[switching.KIND] = switcher.switch
@@ -233,7 +256,7 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
     probed = probes.probe_all(fleet, t, tag)
     extra["processes_recover"] += [f for p in probed for f in p.failures]
     injector.supervise()
-    for name, proc in (("api", fleet.api), ("simulator", fleet.simulator)):
+    for name, proc in (*((a.name, a) for a in fleet.apis), ("simulator", fleet.simulator)):
         if proc is None or not proc.alive():
             extra["processes_recover"].append(f"{name} is not running at the end")
     settled = catchup.wait_settled(db_url, config.settle_timeout_s)
@@ -277,6 +300,7 @@ def _run(config: RunConfig, server: database.Server, stack: ExitStack) -> RunRep
             "restart": server.restart_skip_reason or "possible",
             "failovers": failovers,
             "pgbouncer_moves": len(pooler.moves or []) if pooler is not None else None,
+            "hosts": placed.summary() if placed is not None else None,
         },
         faults=injector.summary(),
         workload={

@@ -22,6 +22,8 @@ BIG_JOB_PER_HOUR = 100_000
 # Each channel's provider switched every ten minutes of an hour's soak, and as
 # often in proportion in a shorter one (switching.py).
 PROFILE_PHASES = 6
+# PgBouncer's idle_transaction_timeout for clients on other hosts.
+VANISHED_CLIENT_S = 20
 
 
 def big_job_size(minutes: float) -> int:
@@ -36,23 +38,39 @@ class Pooler:
     moves: list[dict[str, Any]] | None
 
 
-def pooled(db_url: str, server: database.Server, stack: ExitStack, pool_size: int) -> Pooler:
-    """PgBouncer in front of the server; on a Patroni cluster, in front of
-    its primary and moved to each new one (harness/failover/follow.py)."""
+def pooled(
+    db_url: str,
+    server: database.Server,
+    stack: ExitStack,
+    pool_size: int,
+    listen: str = "127.0.0.1",
+) -> Pooler:
+    """PgBouncer in front of the server, on `listen`; on a Patroni cluster,
+    in front of its primary and moved to each new one
+    (harness/failover/follow.py). Off loopback its clients are other hosts,
+    which can vanish mid-transaction (placement.py): it drops a client idle
+    in a transaction for 20 s, as an operator of many hosts would."""
     cluster = server.cluster
     target = leader_target(cluster) if cluster is not None else None
     name = str(conninfo_to_dict(db_url)["dbname"])
     running = stack.enter_context(
-        bouncer(server.url, pool_size=pool_size, target=target, databases=(name,))
+        bouncer(
+            server.url,
+            listen=listen,
+            pool_size=pool_size,
+            target=target,
+            databases=(name,),
+            idle_transaction_timeout=0 if listen == "127.0.0.1" else VANISHED_CLIENT_S,
+        )
     )
     moves = stack.enter_context(following(cluster, running)) if cluster is not None else None
-    return Pooler(through(db_url, running.port), running, moves)
+    return Pooler(through(db_url, running.port, listen), running, moves)
 
 
 def pids(fleet: Fleet, pooler: Pooler | None, server: database.Server) -> dict[str, int]:
     """Every process of the run by name, for peak memory."""
     found = {w.name: w.pid for w in fleet.live_workers()}
-    for proc in (fleet.api, fleet.simulator):
+    for proc in (*fleet.apis, fleet.simulator):
         if proc is not None and proc.alive():
             found[proc.name] = proc.pid
     if pooler is not None and pooler.bouncer.proc is not None:

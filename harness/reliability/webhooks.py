@@ -12,10 +12,12 @@ replay, must change nothing.
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -58,11 +60,12 @@ class Capture:
 
 
 class WebhookRelay:
-    def __init__(self, api_url: str, route: str = "simulator") -> None:
+    def __init__(self, api_urls: Sequence[str], route: str = "simulator") -> None:
         """`route`: the path the simulator posts to, `/v1/webhooks/<route>`
         (Twilio signs it, so Twilio's where its wire is spoken); each
-        receipt is forwarded to the route of whoever signed it."""
-        self.api_url = api_url
+        receipt is forwarded to the route of whoever signed it, at the
+        next of `api_urls` in turn (a load balancer's round robin)."""
+        self._apis = itertools.cycle(api_urls)
         self.route = route
         self.captures: deque[Capture] = deque(maxlen=MAX_CAPTURES)
         self.forwarded: Counter[int] = Counter()  # API status -> count
@@ -90,7 +93,7 @@ class WebhookRelay:
 
     def forward(self, path: str, headers: dict[str, str], body: bytes) -> int:
         try:
-            answer = self._client.post(self.api_url + path, content=body, headers=headers)
+            answer = self._client.post(self._next_api() + path, content=body, headers=headers)
             status = answer.status_code
         except httpx.HTTPError:
             status = 502  # the API is unreachable: the simulator retries later
@@ -119,13 +122,17 @@ class WebhookRelay:
     def _post_again(self, capture: Capture) -> tuple[int, list[str]]:
         try:
             answer = self._client.post(
-                self.api_url + capture.path, content=capture.body, headers=capture.headers
+                self._next_api() + capture.path, content=capture.body, headers=capture.headers
             )
         except httpx.HTTPError:
             return 502, []
         if not answer.is_success:
             return answer.status_code, []
         return answer.status_code, [str(e) for e in answer.json().get("effects", [])]
+
+    def _next_api(self) -> str:
+        with self._lock:
+            return next(self._apis)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         relay = self

@@ -76,6 +76,9 @@ class Workload:
     api_url: str
     rng: random.Random
     tag: str  # makes this run's idempotency keys unique
+    # Every API host's address (the soak has two), called in turn; none:
+    # `api_url` alone.
+    api_urls: list[str] = field(default_factory=list)
     api_key: str = ""
     # A second tenant that reuses the first one's idempotency keys over HTTP:
     # each must get its own sends and receipts (invariant 11).
@@ -89,7 +92,15 @@ class Workload:
     acknowledged: set[str] = field(default_factory=set)  # every create answered or committed
     jobs: list[str] = field(default_factory=list)
     _n: int = 0
+    _calls: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def api(self) -> str:
+        """The API to call next: each host in turn, as a load balancer would."""
+        urls = self.api_urls or [self.api_url]
+        with self._lock:
+            self._calls += 1
+            return urls[self._calls % len(urls)]
 
     def prepare(self) -> None:
         # A tenant with no published policy is denied everything
@@ -131,7 +142,7 @@ class Workload:
             _, admin_key = create_key(
                 conn, RIVAL_TENANT, ("send", "admin"), "rival admin", vault=self.t.vault
             )
-        self.hostile = Hostile(self.t, self.api_url, admin_key, self.tag, self._count, retrying)
+        self.hostile = Hostile(self.t, self.api, admin_key, self.tag, self._count, retrying)
 
     # --- creating --------------------------------------------------------
 
@@ -196,7 +207,7 @@ class Workload:
         wire = {**body, "template": {"name": TEMPLATE}}
         if "expires_at" in wire:
             wire["expires_at"] = wire["expires_at"].isoformat()
-        first = call("POST", f"{self.api_url}/v1/intents", json=wire, headers=self._auth())
+        first = call("POST", f"{self.api()}/v1/intents", json=wire, headers=self._auth())
         if first is None or first.status_code != 201:
             self._count(f"http_create_{first.status_code if first else 'unreachable'}")
             return None
@@ -205,7 +216,7 @@ class Workload:
         if rng.random() < RIVAL_SHARE:
             self._rival_copy(wire)
         if replay:
-            again = call("POST", f"{self.api_url}/v1/intents", json=wire, headers=self._auth())
+            again = call("POST", f"{self.api()}/v1/intents", json=wire, headers=self._auth())
             if again is not None and again.status_code in (200, 201):
                 self._count(f"http_replay_{again.status_code}")
                 if again.status_code != 200 or str(again.json()["id"]) != intent_id:
@@ -255,7 +266,7 @@ class Workload:
     def _rival_copy(self, wire: dict[str, Any]) -> None:
         """The same request, the same key, from the rival tenant."""
         auth = {"Authorization": f"Bearer {self.rival_key}"}
-        answer = call("POST", f"{self.api_url}/v1/intents", json=wire, headers=auth)
+        answer = call("POST", f"{self.api()}/v1/intents", json=wire, headers=auth)
         self._count(f"rival_create_{answer.status_code if answer is not None else 'unreachable'}")
         if answer is not None and answer.status_code == 201:
             with self._lock:
@@ -275,7 +286,7 @@ class Workload:
             intent_id = rng.choice(pool)
         answer = call(
             "POST",
-            f"{self.api_url}/v1/intents/{intent_id}/cancel",
+            f"{self.api()}/v1/intents/{intent_id}/cancel",
             json={"reason": "member_left"},
             headers=self._auth(),
         )

@@ -5,7 +5,10 @@ the reliability run's processes on it through one multi-host DSN.
 Under load (single intents over HTTP through `tidings serve`, floods, bulk
 jobs, the simulator's receipts, workers as processes), the primary's
 postmaster is SIGKILLed and, separately, a switchover is asked of Patroni.
-Then the reliability suite's invariants: no intent lost, no attempt key
+The APIs and workers run on hosts of their own (network namespaces: two
+API hosts, three worker hosts, harness/reliability/placement.py), and a
+worker host is cut off and never comes back. Then the reliability suite's
+invariants: no intent lost, no attempt key
 sent twice, no acknowledged create or receipt missing, every lease
 recovered; and every process said it was waiting for a primary while there
 was none, and stopped saying so once there was.
@@ -19,6 +22,7 @@ import json
 from pathlib import Path
 
 import pytest
+from harness.netns import require_root
 from harness.reliability import report
 from harness.reliability.run import RunConfig, RunReport, run
 
@@ -33,11 +37,13 @@ CHAOS_MINUTES = 0.75
 
 @pytest.fixture(scope="module")
 def failed_over(tmp_path_factory: pytest.TempPathFactory) -> RunReport:
+    require_root()
     config = RunConfig(
         minutes=CHAOS_MINUTES,
         seed=43,
-        workers=2,
+        workers=3,
         patroni=True,
+        hosts=True,
         periods=LOAD,
         flood_size=150,
         job_size=40,
@@ -95,6 +101,16 @@ def test_the_processes_said_they_waited_for_a_primary_and_stopped_saying_so(
     assert waiting["seen"], waiting  # the API's gauge, sampled twice a second
     assert waiting["at_end"] == 0, waiting
     logs = {p.name: p.read_text(errors="replace") for p in Path(failed_over.logs).glob("*.log")}
-    for name in ("api.log", "worker-1.log"):
+    for name in ("api-1.log", "api-2.log", "worker-1.log"):
         assert "waiting for a primary" in logs[name], name
         assert "primary reached" in logs[name].split("waiting for a primary")[-1], name
+
+
+def test_the_apis_and_workers_ran_on_hosts_of_their_own_and_one_was_cut_off(
+    failed_over: RunReport,
+) -> None:
+    hosts = failed_over.server["hosts"]
+    assert sorted(hosts["apis"]) == ["api-1", "api-2"]
+    assert sorted(hosts["worker_starts"]) == ["worker-1", "worker-2", "worker-3"]
+    cuts = [r for r in failed_over.faults["records"] if r["kind"] == "host_cut"]
+    assert cuts and all("killed on it" in r["detail"] for r in cuts), cuts

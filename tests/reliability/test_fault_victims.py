@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.netns import Host
 from harness.reliability.faults import Injector
 from harness.reliability.processes import READY_LINE, Fleet, Proc
 
@@ -32,7 +33,7 @@ while True:
 
 
 class StandInFleet(Fleet):
-    def _proc(self, name: str, *args: str) -> Proc:
+    def _proc(self, name: str, *args: str, host: Host | None = None) -> Proc:
         return Proc(name, [sys.executable, "-c", STAND_IN], {}, self.log_dir / f"{name}.log")
 
 

@@ -4,15 +4,18 @@ memory is summed up by role."""
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import os
 import uuid
 from datetime import UTC, datetime
 
+from harness.netns import Host, Topology
 from harness.pgbouncer import through
 from harness.reliability import invariants as inv
 from harness.reliability.bigjob import urgent_latency
 from harness.reliability.memory import PeakMemory, high_water_kib
+from harness.reliability.placement import WORKER_HOSTS, Placement
 from harness.reliability.switching import rotation
 from harness.wires import WIRED
 from psycopg.conninfo import conninfo_to_dict
@@ -85,3 +88,33 @@ def test_a_url_through_pgbouncer_asks_for_no_session_attributes() -> None:
     pooled = conninfo_to_dict(through(url, 6432))
     assert "target_session_attrs" not in pooled
     assert (pooled["host"], pooled["port"], pooled["dbname"]) == ("127.0.0.1", "6432", "d")
+
+
+def _placement() -> Placement:
+    subnet = ipaddress.ip_network("10.226.9.0/24")
+    topo = Topology("t", "tbt", subnet)
+    hosts = [Host(name, f"tdg-t-{name}", f"10.226.9.{20 + i}", f"tv{i}") for i, name in
+             enumerate(WORKER_HOSTS)]  # fmt: skip
+    return Placement(topo, [], hosts)
+
+
+def test_workers_go_to_each_host_in_turn_and_never_to_one_cut_off() -> None:
+    placement = _placement()
+    assert [placement.worker_host().name for _ in range(4)] == [*WORKER_HOSTS, WORKER_HOSTS[0]]
+    placement.down.add("worker-2")
+    chosen = [placement.worker_host().name for _ in range(6)]
+    assert "worker-2" not in chosen and set(chosen) == {"worker-1", "worker-3"}
+    assert placement.summary()["worker_starts"] == {"worker-1": 5, "worker-2": 1, "worker-3": 4}
+
+
+def test_the_hosts_reach_loopback_servers_on_the_bridge_address() -> None:
+    """The members and PgBouncer listen on loopback and on the bridge: a host
+    reaches them at the bridge's address, with every other parameter kept."""
+    url = "host=127.0.0.1,127.0.0.1,/tmp/s port=1,2,3 dbname=d target_session_attrs=read-write"
+    seen = conninfo_to_dict(_placement().from_hosts(url))
+    assert seen["host"] == "10.226.9.1,10.226.9.1,/tmp/s"
+    assert (seen["port"], seen["dbname"], seen["target_session_attrs"]) == (
+        "1,2,3",
+        "d",
+        "read-write",
+    )
