@@ -24,7 +24,8 @@ import psycopg
 
 from .invariants import Snapshot
 from .processes import call
-from .workload import TEMPLATE, Workload, retrying
+from .retry import retrying
+from .workload import TEMPLATE, Workload
 
 # The job is done once none of its intents is due or in flight.
 UNFINISHED_SQL = """

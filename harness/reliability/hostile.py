@@ -37,9 +37,9 @@ from tidings import Tidings
 from tidings.policies import builtin_document
 
 from .processes import call
+from .retry import RETRIES, retrying
 
 RIVAL_TENANT = "rival"
-RETRIES = 8
 PHONE = "+14155550123"  # one the simulator accepts and delivers
 SEND_TIME_BOMBS = {**UNINTERRUPTIBLE_BOMBS, **VARIABLE_BOMBS}
 RENDER_LIMIT = ("failed", "RENDER_LIMIT")
@@ -53,7 +53,6 @@ class Hostile:
     admin_key: str
     tag: str
     count: Callable[[str], None]
-    retrying: Callable[[Callable[[], Any]], Any]
     findings: list[str] = field(default_factory=list)
     # Intent id -> the (state, decision code) it must end in.
     expected: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -78,7 +77,7 @@ class Hostile:
         self.count(f"hostile_policy_{status}")
         if status != 422:
             self._find(f"POST /v1/policies with a hostile policy: {status}")
-        pointed = self.retrying(lambda: self._plant_policy(doc))
+        pointed = retrying(lambda: self._plant_policy(doc))
         with self._lock:
             self.policy_intents += pointed
         return f"API answered {status}; planted, {len(pointed)} unsent intents pointed at it"
@@ -227,7 +226,7 @@ class Hostile:
         planted = 0
         for make in (nested, consent):
             try:
-                self._expect(self.retrying(make), QUARANTINED)
+                self._expect(retrying(make), QUARANTINED)
                 planted += 1
             except Exception as exc:  # the database away for the whole retry budget
                 self.count(f"hostile_poison_not_planted_{type(exc).__name__}")

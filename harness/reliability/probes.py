@@ -24,7 +24,8 @@ import psycopg
 from tidings import Tidings
 
 from .processes import Fleet, Proc
-from .workload import TEMPLATE, retrying, utcnow
+from .retry import retrying
+from .workload import TEMPLATE, utcnow
 
 DISPATCH_TIMEOUT_S = 30.0
 SWEEP_TIMEOUT_S = 20.0

@@ -15,12 +15,9 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
-
-import psycopg
+from typing import Any
 
 from tidings import Tidings
 from tidings.policies import builtin_document
@@ -28,8 +25,8 @@ from tidings.store.api_keys import create_key
 
 from .hostile import RIVAL_TENANT, Hostile
 from .processes import call
+from .retry import retrying
 
-T = TypeVar("T")
 TEMPLATE = "rel_notice"
 BODY = "Hello {{ name }}, your booking {{ booking }} is confirmed."
 # (kind, share in percent, channel, destination, always a near deadline).
@@ -50,20 +47,6 @@ PROFILES: tuple[tuple[str, float, str, str, bool], ...] = (
 RIVAL_SHARE = 0.2  # of the HTTP trickle, created again by the rival tenant
 # Long enough to outlive a flood's own transaction, short enough to pass mid-run.
 NEAR_DEADLINE_S = (15.0, 60.0)
-# The harness's own pool meets the same dead connections as everyone after a
-# restart; its writes are idempotent by key, so it simply tries again.
-RETRIES = 8
-
-
-def retrying(action: Callable[[], T]) -> T:
-    for attempt in range(RETRIES):
-        try:
-            return action()
-        except psycopg.OperationalError:
-            if attempt == RETRIES - 1:
-                raise
-            time.sleep(0.5 * (attempt + 1))  # the server is coming back; bounded
-    raise AssertionError("unreachable")
 
 
 def utcnow() -> datetime:
@@ -142,7 +125,7 @@ class Workload:
             _, admin_key = create_key(
                 conn, RIVAL_TENANT, ("send", "admin"), "rival admin", vault=self.t.vault
             )
-        self.hostile = Hostile(self.t, self.api, admin_key, self.tag, self._count, retrying)
+        self.hostile = Hostile(self.t, self.api, admin_key, self.tag, self._count)
 
     # --- creating --------------------------------------------------------
 
