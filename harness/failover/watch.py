@@ -3,13 +3,19 @@ they were waiting for a primary, and how long tidings took to resume.
 
 The API serves `tidings_database_waiting_for_primary` (1 while its pool
 finds no writable primary); sampled twice a second, the run sees it raised
-during each failover and cleared after. Resuming is read from the rows:
+during each failover and cleared after. A scrape also reads the ledger,
+every finished intent for its histograms: once scrapes take longer (the
+soak's hundreds of thousands of intents), the watch waits four times as
+long as the last one took, so that it never takes more than a fifth of a
+core from what it watches, and gives a slow scrape time to answer rather
+than asking again while the server still reads. Resuming is read from the rows:
 the first claim and the first create on the new primary.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -22,6 +28,9 @@ from harness.reliability.processes import call
 
 GAUGE = "tidings_database_waiting_for_primary"
 EVERY_S = 0.5
+# A scrape's time to the pause before the next one.
+PAUSE_PER_SCRAPE = 4.0
+SCRAPE_TIMEOUT_S = 30.0
 
 
 class WaitingWatch:
@@ -30,9 +39,12 @@ class WaitingWatch:
         self.samples = 0
         self.seen = 0  # samples that said 1
         self.unreadable = 0
+        self.last_scrape_s = 0.0
 
     def read(self) -> float | None:
-        answer = call("GET", self.metrics_url, timeout=2.0)
+        started = time.monotonic()
+        answer = call("GET", self.metrics_url, timeout=SCRAPE_TIMEOUT_S)
+        self.last_scrape_s = time.monotonic() - started
         if answer is None or answer.status_code != 200:
             return None
         for family in text_string_to_metric_families(answer.text):
@@ -63,7 +75,7 @@ def watching(metrics_url: str) -> Iterator[WaitingWatch]:
     stop = threading.Event()
 
     def loop() -> None:
-        while not stop.wait(EVERY_S):
+        while not stop.wait(max(EVERY_S, PAUSE_PER_SCRAPE * watch.last_scrape_s)):
             watch.sample()
 
     thread = threading.Thread(target=loop, name="waiting-watch", daemon=True)

@@ -17,7 +17,9 @@ Every series carries a `tenant` label: one scrape covers every tenant.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import Future
 from datetime import datetime
 from typing import Any
 from wsgiref.simple_server import WSGIServer
@@ -98,15 +100,43 @@ METRIC_NAMES: tuple[str, ...] = LEDGER_METRICS + PROCESS_METRICS
 
 
 class LedgerCollector(Collector):
-    """Reads the ledger when collected. Register it in a registry per app."""
+    """Reads the ledger when collected. Register it in a registry per app.
+
+    One read at a time: a scrape that arrives while another is being read
+    gets that read's answer instead of starting its own. A scrape reads
+    every finished intent (the histograms), so scrapes that pile up (a
+    short interval, several Prometheus replicas, a client that gives up
+    and asks again while the server still reads) would otherwise take
+    every core from dispatch; one at a time, they cost one read at most.
+    """
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        self._lock = threading.Lock()
+        self._reading: Future[list[Metric]] | None = None
 
     def describe(self) -> Iterable[Metric]:
         return []  # describing would mean querying at registration time
 
     def collect(self) -> Iterable[Metric]:
+        with self._lock:
+            reading, mine = self._reading, self._reading is None
+            if reading is None:
+                reading = self._reading = Future()
+        if not mine:
+            return reading.result()
+        try:
+            families = self._read()
+            reading.set_result(families)
+            return families
+        except BaseException as exc:
+            reading.set_exception(exc)
+            raise
+        finally:
+            with self._lock:
+                self._reading = None
+
+    def _read(self) -> list[Metric]:
         now = self.runtime.clock.now()
         up = GaugeMetricFamily(
             "tidings_ledger_up", "1 when the last scrape could read the ledger rows, else 0."

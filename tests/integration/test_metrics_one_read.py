@@ -1,0 +1,100 @@
+"""Scrapes that pile up share one read of the ledger.
+
+Found by the hour's soak (issue #43): a sampler of the API's metrics that
+gave up after 2 s and asked again every half second left several reads of
+every finished intent running at once on the server (the histograms read
+them all), and the big job's dispatch fell to four intents a second.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from prometheus_client import generate_latest
+
+from tidings import Tidings
+from tidings.observability.metrics import ledger_registry
+from tidings.store import metrics_reads
+
+SCRAPES = 4
+
+
+def test_scrapes_that_arrive_during_a_read_get_its_answer(
+    tidings: Tidings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads, arrived = 0, 0
+    lock = threading.Lock()
+    everyone = threading.Event()
+    first_read = metrics_reads.intents_by_state
+
+    def held_read(conn: Any) -> Any:
+        nonlocal reads
+        with lock:
+            reads += 1
+        # The read is held until every scrape has asked, as a slow one is.
+        assert everyone.wait(30), "the scrapes did not all arrive"
+        time.sleep(0.3)  # from asking to waiting on the read in progress
+        return first_read(conn)
+
+    monkeypatch.setattr(metrics_reads, "intents_by_state", held_read)
+    registry = ledger_registry(tidings.runtime)
+
+    def scrape() -> bytes:
+        nonlocal arrived
+        with lock:
+            arrived += 1
+            if arrived == SCRAPES:
+                everyone.set()
+        return generate_latest(registry)
+
+    with ThreadPoolExecutor(SCRAPES) as pool:
+        bodies = list(pool.map(lambda _: scrape(), range(SCRAPES)))
+
+    assert reads == 1
+    assert all(b"tidings_ledger_up 1.0" in body for body in bodies)
+    ledger = [
+        b"\n".join(line for line in body.splitlines() if b"tidings_" in line) for body in bodies
+    ]
+    assert len(set(ledger)) == 1  # the same read's series, served to each
+
+
+def test_a_scrape_after_a_read_ended_reads_again(
+    tidings: Tidings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sharing is only with a read in progress: nothing is served stale."""
+    reads = 0
+    first_read = metrics_reads.intents_by_state
+
+    def counted(conn: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return first_read(conn)
+
+    monkeypatch.setattr(metrics_reads, "intents_by_state", counted)
+    registry = ledger_registry(tidings.runtime)
+    generate_latest(registry)
+    generate_latest(registry)
+    assert reads == 2
+
+
+def test_a_read_that_failed_fails_every_scrape_that_shared_it_and_not_the_next(
+    tidings: Tidings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first_read = metrics_reads.intents_by_state
+    broken = True
+
+    def failing(conn: Any) -> Any:
+        if broken:
+            raise RuntimeError("not a database error: it must reach the scrape")
+        return first_read(conn)
+
+    monkeypatch.setattr(metrics_reads, "intents_by_state", failing)
+    registry = ledger_registry(tidings.runtime)
+    with pytest.raises(RuntimeError):
+        generate_latest(registry)
+    broken = False
+    assert b"tidings_ledger_up 1.0" in generate_latest(registry)
