@@ -14,7 +14,7 @@ from uuid import UUID
 
 import psycopg
 
-from tidings.store.database import Row, fetch_all
+from tidings.store.database import Row, fetch_all, fetch_one
 
 Conn = psycopg.Connection[Any]
 
@@ -44,6 +44,7 @@ def due(
 ) -> list[Row]:
     """The due batch, taken by lane (sql/fragments/due_lanes.sql) and locked
     (SKIP LOCKED: workers share the lanes), in the order to gate it."""
+    _without_jit(conn)
     return fetch_all(conn, "claim_due", _params(channel, now, limit, account, lanes))
 
 
@@ -63,6 +64,7 @@ def one(
         "tenant_id": tenant_id,
         "id": intent_id,
     }
+    _without_jit(conn)
     return fetch_all(conn, "claim_one", params)
 
 
@@ -70,5 +72,11 @@ def due_ids(
     conn: Conn, *, channel: str, now: datetime, limit: int, account: str, lanes: Lanes
 ) -> list[tuple[str, UUID]]:
     """What `due` would take, by id alone: no column a worker might fail to decode."""
+    _without_jit(conn)
     rows = fetch_all(conn, "claim_due_ids", _params(channel, now, limit, account, lanes))
     return [(r["tenant_id"], r["id"]) for r in rows]
+
+
+def _without_jit(conn: Conn) -> None:
+    """No JIT for the rest of the claim's transaction (claims.sql says why)."""
+    fetch_one(conn, "claim_without_jit", {})

@@ -237,6 +237,7 @@ NOT_PLANNED: dict[str, str] = {
     "evidence_months_lock_timeout": "sets a timeout",
     "metrics_statement_timeout": "sets a timeout and turns JIT off",
     "console_without_jit": "turns JIT off",
+    "claim_without_jit": "turns JIT off",
     "evidence_month_create": "DDL through a function",
     "evidence_month_drop": "DDL through a function",
     "notify_due_channels": "pg_notify",

@@ -74,3 +74,12 @@ WHERE i.tenant_id = %(tenant_id)s AND i.id = %(id)s
       WHERE b.tenant_id = i.tenant_id AND b.account = %(account)s
         AND b.held_until > %(now)s)
 FOR UPDATE OF i SKIP LOCKED;
+
+-- name: claim_without_jit
+-- For the rest of the claim's transaction. The planner prices the claim's
+-- lanes as if it read every tenant's and every job's backlog (a CTE it
+-- cannot count is taken for 100 rows), so past a few hundred thousand
+-- intents the price crosses jit_above_cost and jit_optimize_above_cost:
+-- compiling it then took 7.6 s of a 7.7 s claim on PostgreSQL 15 with
+-- LLVM (the hour's soak, docs/reliability.md), for a read of 20 rows.
+SELECT set_config('jit', 'off', true);
