@@ -42,10 +42,18 @@ def left_out() -> set[str]:
 
 def buffers(conn: psycopg.Connection[Any], name: str) -> tuple[int, dict[str, Any]]:
     """`name`: a query, or a case of CASES (`query[what]`)."""
+    found = explained(conn, name)
+    plan: dict[str, Any] = found["Plan"]
+    return plan["Shared Hit Blocks"] + plan["Shared Read Blocks"], plan
+
+
+def explained(conn: psycopg.Connection[Any], name: str) -> dict[str, Any]:
+    """EXPLAIN (ANALYZE, BUFFERS) of one execution: its plan, and its `JIT`
+    when the server compiled it (a server with LLVM and JIT on)."""
     sql = all_queries()[query_of(name)]
     args = params_for(name, set(_PARAM.findall(sql)))
     with conn.transaction(force_rollback=True):
         row = conn.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", args).fetchone()
     assert row is not None
-    plan: dict[str, Any] = row[0][0]["Plan"]
-    return plan["Shared Hit Blocks"] + plan["Shared Read Blocks"], plan
+    found: dict[str, Any] = row[0][0]
+    return found
