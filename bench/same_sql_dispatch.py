@@ -50,6 +50,7 @@ CAPTURE_CAP_S = 120.0
 
 CLAIM = (
     "provider_paused_until",
+    "claim_without_jit",
     "claim_due",
     "shadow_controls",
     "transition_many",
@@ -66,7 +67,7 @@ RECORD = (
 KINDS = {CLAIM: "claim", MARK: "mark", RECORD: "record"}
 # On the dispatch threads but not per intent: a claim that found nothing (a
 # channel's idle scan), the clock's periodic anchor, a template cache fill.
-NOT_PER_INTENT = {("provider_paused_until", "claim_due"), ("database_time",),
+NOT_PER_INTENT = {("provider_paused_until", "claim_without_jit", "claim_due"), ("database_time",),
                   ("template_revision",)}  # fmt: skip
 DISPATCH_THREADS = ("dispatch-", "send-")
 HELPERS = ("fetch_one", "fetch_all", "execute")
