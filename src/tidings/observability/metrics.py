@@ -17,9 +17,7 @@ Every series carries a `tenant` label: one scrape covers every tenant.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import Future
 from datetime import datetime
 from typing import Any
 from wsgiref.simple_server import WSGIServer
@@ -39,6 +37,7 @@ from tidings.domain.states import IntentState
 from tidings.observability.canary_metrics import CANARY_METRICS, canary_families
 from tidings.observability.lane_metrics import LANE_METRICS, lane_families
 from tidings.observability.process_metrics import PROCESS_METRICS, PROCESS_REGISTRY
+from tidings.observability.shared_read import SharedRead
 from tidings.observability.transition_rows import allowed_transitions
 from tidings.runtime import Runtime
 from tidings.store import metrics_reads, provider_pauses, transition_audit
@@ -112,29 +111,13 @@ class LedgerCollector(Collector):
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self._lock = threading.Lock()
-        self._reading: Future[list[Metric]] | None = None
+        self._shared = SharedRead(self._read)
 
     def describe(self) -> Iterable[Metric]:
         return []  # describing would mean querying at registration time
 
     def collect(self) -> Iterable[Metric]:
-        with self._lock:
-            reading, mine = self._reading, self._reading is None
-            if reading is None:
-                reading = self._reading = Future()
-        if not mine:
-            return reading.result()
-        try:
-            families = self._read()
-            reading.set_result(families)
-            return families
-        except BaseException as exc:
-            reading.set_exception(exc)
-            raise
-        finally:
-            with self._lock:
-                self._reading = None
+        return self._shared()
 
     def _read(self) -> list[Metric]:
         now = self.runtime.clock.now()
