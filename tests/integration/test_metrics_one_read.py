@@ -9,14 +9,14 @@ them all), and the big job's dispatch fell to four intents a second.
 from __future__ import annotations
 
 import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from prometheus_client import generate_latest
 
 from tidings import Tidings
+from tidings.observability import shared_read
 from tidings.observability.metrics import ledger_registry
 from tidings.store import metrics_reads
 
@@ -26,29 +26,28 @@ SCRAPES = 4
 def test_scrapes_that_arrive_during_a_read_get_its_answer(
     tidings: Tidings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    reads, arrived = 0, 0
-    lock = threading.Lock()
-    everyone = threading.Event()
+    reads = 0
+    waiting = threading.Semaphore(0)
     first_read = metrics_reads.intents_by_state
+
+    class Counted(Future[Any]):
+        def result(self, timeout: float | None = None) -> Any:
+            waiting.release()  # a scrape is about to wait on the read in progress
+            return super().result(timeout)
 
     def held_read(conn: Any) -> Any:
         nonlocal reads
-        with lock:
-            reads += 1
-        # The read is held until every scrape has asked, as a slow one is.
-        assert everyone.wait(30), "the scrapes did not all arrive"
-        time.sleep(0.3)  # from asking to waiting on the read in progress
+        reads += 1
+        # The read is held until every other scrape waits on it, as on a slow read.
+        for _ in range(SCRAPES - 1):
+            assert waiting.acquire(timeout=30), "the other scrapes did not all wait"
         return first_read(conn)
 
+    monkeypatch.setattr(shared_read, "Future", Counted)
     monkeypatch.setattr(metrics_reads, "intents_by_state", held_read)
     registry = ledger_registry(tidings.runtime)
 
     def scrape() -> bytes:
-        nonlocal arrived
-        with lock:
-            arrived += 1
-            if arrived == SCRAPES:
-                everyone.set()
         return generate_latest(registry)
 
     with ThreadPoolExecutor(SCRAPES) as pool:
