@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.skew import SKEW, FaketimeMissing, skewed
 
@@ -29,6 +29,8 @@ from .hostile import Hostile
 from .processes import Fleet, Proc, WorkerExit, call
 from .webhooks import WebhookRelay
 from .workload import Workload
+
+T = TypeVar("T")
 
 # Average seconds between two faults of a kind.
 PERIODS: dict[str, float] = {
@@ -238,13 +240,14 @@ class Injector:
             raise Skipped("no live worker")
         return self.rng.choice(live)
 
-    def _ready_victim(self, within: float = 30.0) -> Proc:
-        # On a busy machine every unarmed worker may still be starting (or
-        # was just replaced); give the supervisor time before skipping.
+    def supervised_until(self, pick: Callable[[], T], within: float = 30.0) -> T:
+        """`pick()` once it stops raising Skipped, the supervisor restarting
+        workers meanwhile: on a busy machine, right after a failover or a
+        round of kills, every worker may still be starting anew."""
         deadline = time.monotonic() + within
         while True:
             try:
-                return self._victim(ready=True)
+                return pick()
             except Skipped:
                 if time.monotonic() >= deadline:
                     raise
@@ -297,7 +300,7 @@ class Injector:
             armed = self.rng.choice(live)
             self._killed.add(armed.pid)
             armed.signal(signal.SIGKILL)
-        victim = self._ready_victim()
+        victim = self.supervised_until(lambda: self._victim(ready=True))
         self._stop_gracefully(victim)
         return f"{victim.name} (pid {victim.pid})"
 

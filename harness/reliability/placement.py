@@ -101,7 +101,7 @@ class HostCut:
     def cut(self) -> str:
         """The `host_cut` fault."""
         fleet = self.injector.fleet
-        host = self.rng.choice(self._busy_hosts())
+        host = self.rng.choice(self.injector.supervised_until(self._busy_hosts))
         self.placement.down.add(host.name)
         host.cut_off()
         try:
@@ -112,29 +112,21 @@ class HostCut:
             victims = [w for w in fleet.live_workers() if w.host == host.name]
             for worker in victims:
                 self.injector.kill(worker)
-            gone_by = time.monotonic() + 10
-            while any(w.alive() for w in victims) and time.monotonic() < gone_by:
-                time.sleep(0.1)  # SIGKILL needs no network; bounded all the same
+            for worker in victims:
+                worker.reaped(within=10)  # SIGKILL needs no network; bounded all the same
         finally:
             host.reconnect()
             self.placement.down.discard(host.name)
         names = ", ".join(w.name for w in victims) or "no worker"
         return f"{host.name} cut off for {CUT_S:.0f} s, then {names} killed on it"
 
-    def _busy_hosts(self, within: float = 30.0) -> list[Host]:
-        # Right after a failover or a round of kills every worker may be
-        # starting anew; give the supervisor time before skipping.
-        deadline = time.monotonic() + within
-        while True:
-            live = self.injector.live()
-            busy = [
-                h
-                for h in self.placement.workers
-                if h.name not in self.placement.down and any(w.host == h.name for w in live)
-            ]
-            if busy:
-                return busy
-            if time.monotonic() >= deadline:
-                raise Skipped("no worker host with a live worker")
-            self.injector.supervise()
-            time.sleep(0.5)
+    def _busy_hosts(self) -> list[Host]:
+        live = self.injector.live()
+        busy = [
+            h
+            for h in self.placement.workers
+            if h.name not in self.placement.down and any(w.host == h.name for w in live)
+        ]
+        if not busy:
+            raise Skipped("no worker host with a live worker")
+        return busy

@@ -82,6 +82,16 @@ class Proc:
         if self.alive():
             os.kill(self.pid, sig)
 
+    def reaped(self, within: float) -> bool:
+        """Wait up to `within` seconds for it to exit; whether it did."""
+        if self.popen is None:
+            return True
+        try:
+            self.popen.wait(within)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
         """SIGTERM, then SIGKILL if it does not finish in time; returns the exit code."""
         if self.popen is None:
