@@ -243,6 +243,10 @@ class Worker(WorkerSteps):
                 answers.append(arrived.result())
             except MarkFailed as exc:  # the database went away first: the call never started
                 log.warning("dispatch %s: call not started, no mark: %s", channel, exc)
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                # The database went away during the send's own reads or writes
+                # (a failover): its lease recovers it, as after a crash.
+                log.warning("dispatch %s: database unavailable during a send: %s", channel, exc)
             except Exception:  # that one's lease recovers it; the others still record
                 log.exception("dispatch %s: a send failed unexpectedly", channel)
         self._feed(channel, pool, pending)  # the threads go on while the answers are recorded
