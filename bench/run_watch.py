@@ -170,17 +170,19 @@ def job_progress(conn: psycopg.Connection[Any], job: str) -> tuple[str, int, int
 
 
 def wait_done(
-    dsn: str, job: str, size: int, deadline: float, on_frozen: Callable[[], None]
+    dsn: str, job: str, size: int, deadline: float, on_frozen: Callable[[int], None]
 ) -> tuple[bool, int]:
     """Until every intent of the job has left the queue (accepted by the
-    provider or final) or `deadline` (perf_counter) passed: (done, queued)."""
+    provider or final) or `deadline` (perf_counter) passed: (done, queued).
+    `on_frozen` is told, once the job is prepared, how many of its intents
+    have left the queue already (dispatch starts during the preparation)."""
     frozen = False
     with psycopg.connect(dsn, autocommit=True) as conn:
         while True:
             status, queued, intents = job_progress(conn, job)
             if status != "preparing" and not frozen:
                 frozen = True
-                on_frozen()
+                on_frozen(intents - queued)
             if frozen and intents >= size and queued == 0:
                 return True, 0
             if time.perf_counter() >= deadline:

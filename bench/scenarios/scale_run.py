@@ -26,7 +26,6 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from functools import partial
 from typing import Any
 
 import httpx
@@ -34,7 +33,7 @@ import httpx
 from bench import api_client
 from bench.context import Context
 from bench.db import Server
-from bench.model import Measure, ScenarioResult, repeat
+from bench.model import Measure, ScenarioResult
 from bench.procs import WorkerGroup, WorkerSpec, api, peak_rss_mb, simulator
 from bench.run_watch import (
     PageWalker,
@@ -97,13 +96,14 @@ def _run(ctx: Context, result: ScenarioResult) -> None:
     template = published_template(ctx)
     big = _once(ctx, template, SIZE, CAP_S, watch=True)
     name = label(SIZE)
-    if SIZE == REFERENCE:
-        reference = [big["per_recipient_ms"]]
-    else:
-        reference = repeat(
-            ctx.config.repetitions, partial(_once, ctx, template, REFERENCE, REFERENCE_CAP_S)
-        )["per_recipient_ms"]
-    result.measures += _measures(big, name, reference)
+    references = (
+        [big]
+        if SIZE == REFERENCE
+        else [
+            _once(ctx, template, REFERENCE, REFERENCE_CAP_S) for _ in range(ctx.config.repetitions)
+        ]
+    )
+    result.measures += _measures(big, name, references)
     result.extra = {k: big[k] for k in ("rss_samples", "evidence", "polls")}
     result.notes.append(
         f"one job of {SIZE:,} recipients, {WORKERS} workers; "
@@ -112,7 +112,8 @@ def _run(ctx: Context, result: ScenarioResult) -> None:
     )  # fmt: skip
 
 
-def _measures(big: dict[str, Any], name: str, reference: list[float]) -> list[Measure]:
+def _measures(big: dict[str, Any], name: str, references: list[dict[str, Any]]) -> list[Measure]:
+    reference = [r["per_recipient_ms"] for r in references]
     found = [
         Measure(f"scale.run_per_recipient_{name}", f"{name} job end to end, time per recipient",
                 "ms", [big["per_recipient_ms"]]),
@@ -126,6 +127,11 @@ def _measures(big: dict[str, Any], name: str, reference: list[float]) -> list[Me
             Measure(f"scale.run_per_recipient_{label(REFERENCE)}",
                     f"{label(REFERENCE)} job end to end, time per recipient", "ms", reference)
         )  # fmt: skip
+    # Each job's split: whether a recipient of the large job costs more in
+    # the preparation or in the dispatch after it.
+    found += _split(name, [big])
+    if name != label(REFERENCE):
+        found += _split(label(REFERENCE), references)
     if big["done"] and reference:
         ratio = big["per_recipient_ms"] / statistics.median(reference)
         found.append(
@@ -160,6 +166,23 @@ def _measures(big: dict[str, Any], name: str, reference: list[float]) -> list[Me
     return found
 
 
+def _split(name: str, runs: list[dict[str, Any]]) -> list[Measure]:
+    """Per recipient: the upload, freeze and preparation; then, from the job
+    prepared to the last intent out, per intent still queued at that point."""
+    return [
+        Measure(f"scale.run_prepare_per_recipient_{name}",
+                f"{name} job, upload + freeze + prepare, time per recipient", "ms",
+                [r["freeze_s"] / r["size"] * 1000 for r in runs]),
+        Measure(f"scale.run_out_at_prepared_{name}",
+                f"{name} job, share out of the queue when prepared", "%",
+                [r["out_at_prepared"] / r["size"] * 100 for r in runs]),
+        Measure(f"scale.run_after_prepare_per_recipient_{name}",
+                f"{name} job, prepared to the last intent out, per intent then queued", "ms",
+                [(r["seconds"] - r["freeze_s"]) / max(r["size"] - r["out_at_prepared"], 1) * 1000
+                 for r in runs]),
+    ]  # fmt: skip
+
+
 def _once(
     ctx: Context, template: str, size: int, cap_s: float, watch: bool = False
 ) -> dict[str, Any]:
@@ -185,9 +208,13 @@ def _once(
                 status, pages = StatusPoller(status_http, job), PageWalker(page_http, job)
                 status.start()  # the reference is read the same way: like for like
                 pages.start()
-                frozen: list[float] = []
+                frozen: list[tuple[float, int]] = []
                 done, queued = wait_done(
-                    dsn, job, size, started + cap_s, lambda: frozen.append(time.perf_counter())
+                    dsn,
+                    job,
+                    size,
+                    started + cap_s,
+                    lambda out: frozen.append((time.perf_counter(), out)),
                 )
                 finished = time.perf_counter()
                 status.stop()
@@ -198,9 +225,11 @@ def _once(
         seconds = finished - started
         workers = [n for n in pids if n.startswith("worker")]
         return {
+            "size": size,
             "per_recipient_ms": seconds / size * 1000,
             "seconds": seconds,
-            "freeze_s": (frozen[0] if frozen else finished) - started,
+            "freeze_s": (frozen[0][0] if frozen else finished) - started,
+            "out_at_prepared": frozen[0][1] if frozen else size,
             "done": done,
             "queued": queued,
             "rss_worker_peak": max(sampler.peak(workers), *(hwm[n] for n in workers)),
