@@ -15,6 +15,7 @@ from typing import IO, Any
 
 import httpx
 
+from harness import http
 from tidings.cli.devstack import free_port
 
 WAIT = 60.0
@@ -34,7 +35,7 @@ def simulator(**config: Any) -> Iterator[str]:
     try:
         wait_http(f"{url}/healthz", proc)
         if config:
-            httpx.put(f"{url}/_config", json=config, timeout=5).raise_for_status()
+            http.request("PUT", f"{url}/_config", json=config, timeout=5).raise_for_status()
         yield url
     finally:
         proc.terminate()
@@ -123,7 +124,7 @@ def wait_http(url: str, proc: subprocess.Popen[bytes] | None) -> None:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"process for {url} exited with {proc.returncode}")
         try:
-            if httpx.get(url, timeout=1).status_code == 200:
+            if http.request("GET", url, timeout=1).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
@@ -142,7 +143,7 @@ def wait_until(check: Any, timeout: float = WAIT, what: str = "condition") -> An
 
 
 def ledger(url: str) -> list[dict[str, Any]]:
-    return list(httpx.get(f"{url}/_ledger", timeout=30).json())
+    return list(http.request("GET", f"{url}/_ledger", timeout=30).json())
 
 
 def offers(t: Any, prefix: str, count: int) -> list[Any]:

@@ -39,6 +39,7 @@ import httpx
 import psycopg
 from psycopg.conninfo import make_conninfo
 
+from harness import http
 from harness.failover.config import member_config
 from tidings.cli.devstack import free_port
 
@@ -173,7 +174,7 @@ class PatroniCluster:
         """Each member's role and state as Patroni's REST API tells them."""
         for member in self.members:
             try:
-                answer = httpx.get(f"{member.api}/cluster", timeout=2)
+                answer = http.request("GET", f"{member.api}/cluster", timeout=2)
                 if answer.status_code == 200:
                     return {m["name"]: m for m in answer.json()["members"]}
             except httpx.HTTPError:
@@ -226,7 +227,9 @@ class PatroniCluster:
         """A planned switchover through Patroni's REST API; (old, new, seconds)."""
         old = self._ready_to_fail_over()
         started = time.monotonic()
-        answer = httpx.post(f"{old.api}/switchover", json={"leader": old.name}, timeout=30)
+        answer = http.request(
+            "POST", f"{old.api}/switchover", json={"leader": old.name}, timeout=30
+        )
         if answer.status_code != 200:
             raise RuntimeError(f"switchover refused: {answer.status_code} {answer.text}")
         new = self.wait_primary(FAILOVER_TIMEOUT_S, other_than=old.name, idle=self.idle)
@@ -235,7 +238,7 @@ class PatroniCluster:
     def restart_primary(self) -> None:
         """Restart the primary's PostgreSQL in place (it keeps the leader lock)."""
         old = self._ready_to_fail_over()  # not while a promotion is still under way
-        answer = httpx.post(f"{old.api}/restart", json={}, timeout=FAILOVER_TIMEOUT_S)
+        answer = http.request("POST", f"{old.api}/restart", json={}, timeout=FAILOVER_TIMEOUT_S)
         if answer.status_code != 200:
             raise RuntimeError(f"restart refused: {answer.status_code} {answer.text}")
         self.wait_primary(FAILOVER_TIMEOUT_S, idle=self.idle)

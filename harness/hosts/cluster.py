@@ -24,6 +24,7 @@ from typing import IO
 
 import httpx
 
+from harness import http
 from harness.netns import Host, Topology
 from harness.postgres import VANISHED_CLIENTS, LocalPostgres
 from tidings.cli.devstack import free_port
@@ -230,7 +231,7 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes]) -> None:
         if proc.poll() is not None:
             raise RuntimeError(f"the process for {url} exited with {proc.returncode}")
         try:
-            if httpx.get(url, timeout=2).status_code == 200:
+            if http.request("GET", url, timeout=2).status_code == 200:
                 return
         except httpx.HTTPError:
             pass

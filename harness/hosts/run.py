@@ -28,9 +28,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 
+from harness import http
 from harness.netns import topology
 from harness.processes import ledger
 
@@ -118,7 +118,7 @@ def _run(cluster: Cluster, config: HostsConfig, say: Callable[[str], None]) -> H
     for name, octet in {**APIS, **WORKERS}.items():  # the namespaces, before anyone listens
         cluster.topo.add_host(name, octet)
     sim = cluster.start_simulator(webhook_host="api-1")
-    httpx.put(f"{sim}/_config", json={"latency_ms": 20}, timeout=10).raise_for_status()
+    http.request("PUT", f"{sim}/_config", json={"latency_ms": 20}, timeout=10).raise_for_status()
     for name, octet in APIS.items():
         cluster.start_api(name, octet)
     for name, octet in WORKERS.items():
@@ -239,9 +239,9 @@ def _pause_with_a_new_host(
     host was ready (both on the simulator's clock, this machine's)."""
     seen = len(ledger(sim))
     change = {"rate_429": 1.0, "retry_after_seconds": config.retry_after_s}
-    httpx.put(f"{sim}/_config", json=change, timeout=10).raise_for_status()
+    http.request("PUT", f"{sim}/_config", json=change, timeout=10).raise_for_status()
     first = _wait(lambda: _first_limited(ledger(sim)[seen:]), 60, "the first 429")
-    httpx.put(f"{sim}/_config", json={"rate_429": 0.0}, timeout=10).raise_for_status()
+    http.request("PUT", f"{sim}/_config", json={"rate_429": 0.0}, timeout=10).raise_for_status()
     say(f"provider paused for {config.retry_after_s} s; adding {ADDED[0]}")
     added = cluster.start_worker(*ADDED)
     ready_at = time.time()

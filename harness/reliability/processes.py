@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from harness import http
 from harness.wires import channels_env, every_wire_env
 from tidings.cli.devstack import free_port
 
@@ -380,7 +381,7 @@ def _wait_healthy(url: str, proc: Proc) -> None:
         if not proc.alive():
             raise RuntimeError(f"{proc.name} exited with {proc.returncode()}; see {proc.log_path}")
         try:
-            if httpx.get(url, timeout=1).status_code == 200:
+            if http.request("GET", url, timeout=1).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
@@ -391,6 +392,6 @@ def _wait_healthy(url: str, proc: Proc) -> None:
 def call(method: str, url: str, **kwargs: Any) -> httpx.Response | None:
     """One loopback HTTP call that never raises: None when it could not be made."""
     try:
-        return httpx.request(method, url, timeout=kwargs.pop("timeout", 10.0), **kwargs)
+        return http.request(method, url, timeout=kwargs.pop("timeout", 10.0), **kwargs)
     except httpx.HTTPError:
         return None
