@@ -374,15 +374,13 @@ def _history(s: invariants.Snapshot, intent_id: uuid.UUID) -> dict[str, Any]:
     def mine(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [r for r in rows if r.get("intent_id") == intent_id or r.get("id") == intent_id]
 
+    attempts = mine(s.attempts)
+    keys = {a["attempt_key"] for a in attempts}  # read once: the ledger has every send of the run
     return {
         "intent": mine(s.intents),
         "transitions": sorted(mine(s.transitions), key=lambda t: t["version"]),
-        "attempts": mine(s.attempts),
-        "provider_requests": [
-            e
-            for e in s.ledger_after
-            if any(e["idempotency_key"] == a["attempt_key"] for a in mine(s.attempts))
-        ],
+        "attempts": attempts,
+        "provider_requests": [e for e in s.ledger_after if e["idempotency_key"] in keys],
     }
 
 
