@@ -88,10 +88,6 @@ def serve_processes(
     def stop(signum: int, _frame: object) -> None:
         nonlocal stopping
         stopping = True
-        # One that died before the stop (killed while this process was still
-        # starting, or not reaped yet) is not a failure of the stop.
-        for pid in _exited(children):
-            sys.stderr.write(f"API process {pid} had exited before the stop\n")
         for pid in children:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
@@ -118,7 +114,6 @@ def serve_processes(
     signal.signal(signal.SIGINT, stop)
     status = 0
     while children:
-        stopped_before = stopping  # a child that exits after this exited during the stop
         try:
             pid, code = os.wait()
         except ChildProcessError:
@@ -126,13 +121,11 @@ def serve_processes(
         if pid not in children:
             continue
         slot = children.pop(pid)
-        if stopped_before:
+        if stopping:
             # uvicorn ends a drained stop by re-raising the signal it caught
             exited = os.waitstatus_to_exitcode(code)
             clean = exited in (0, -signal.SIGTERM, -signal.SIGINT)
             status = status or (0 if clean else exited)
-        elif stopping:  # it was gone when the stop came: not the stop's failure
-            sys.stderr.write(f"API process {pid} had exited before the stop\n")
         else:
             sys.stderr.write(f"API process {pid} exited ({code}); starting another\n")
             time.sleep(RESTART_PAUSE_S)
@@ -140,17 +133,6 @@ def serve_processes(
                 start(slot)
     listener.close()
     return status
-
-
-def _exited(children: dict[int, int]) -> list[int]:
-    """Reap, without waiting, the children that have exited; their pids."""
-    gone = []
-    for pid in list(children):
-        with contextlib.suppress(ChildProcessError):
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                children.pop(pid)
-                gone.append(pid)
-    return gone
 
 
 def _run_one(listener: socket.socket, database_url: str, host: str, log_level: str) -> int:
