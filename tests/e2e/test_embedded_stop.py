@@ -266,12 +266,34 @@ def test_a_killed_api_process_of_serve_workers_holds_nothing(home: Path, tmp_pat
     )
     children[0].kill()
     wait_http(f"http://127.0.0.1:{port}/healthz", proc)
-    # Stopped only once the parent has taken the death in: a stop arriving
-    # before it reaps the child counts that child's SIGKILL as the stop's
-    # failure (exit 247), a fault of serve_processes still open.
-    wait_until(lambda: "starting another" in log.read_text(), what="the child replaced")
     proc.send_signal(signal.SIGTERM)
     assert finish(proc, log) == 0, log.read_text()
+    assert_stops(home)
+
+
+def test_an_api_process_killed_just_before_the_stop_fails_nothing(
+    home: Path, tmp_path: Path
+) -> None:
+    """The interleaving CI met: the parent had not reaped its killed child
+    when the stop came. Held still (SIGSTOP) while the child dies and the
+    stop is sent, it then meets both at once."""
+    log = tmp_path / "serve.log"
+    proc, port = serve(home, log, "--workers", "2")
+    parent = psutil.Process(proc.pid)
+    children = wait_until(
+        lambda: [c for c in parent.children() if api_process(c)][:2], what="the API processes"
+    )
+    wait_http(f"http://127.0.0.1:{port}/healthz", proc)
+    parent.suspend()
+    children[0].kill()
+    wait_until(
+        lambda: children[0].status() == psutil.STATUS_ZOMBIE or None, what="the child's death"
+    )
+    proc.send_signal(signal.SIGTERM)
+    parent.resume()
+    assert finish(proc, log) == 0, log.read_text()
+    assert "before the stop" in log.read_text()
+    assert "starting another" not in log.read_text()
     assert_stops(home)
 
 

@@ -110,6 +110,36 @@ def test_a_call_that_never_reached_twilio_is_proven_absent_and_sent_again(
     assert deliveries(core) == {attempt_key(intent.id, 2): 1}
 
 
+def test_a_check_that_comes_late_does_not_spend_the_budget_the_provider_had(
+    tidings: Tidings, clock: ManualClock
+) -> None:
+    """Twilio answers a send 500, having made no message; the reconciler is
+    behind, so its first check comes after the whole budget and fails (a
+    lookup storm). The time the check waited on our side is added to the
+    budget: the next check's list search proves the message absent and it
+    is sent again, where it used to end unknown."""
+    publish_offer_template(tidings)
+    short_polls(tidings)
+    core = simulator(clock, profile="twilio", rate_5xx=1.0)
+    w = worker(tidings, core)
+    intent = offer(tidings)
+    w.dispatch_once()
+    assert tidings.get(intent.id).attempts[0].state == "unknown"
+    core.configure({"rate_5xx": 0.0, "rate_lookup_5xx": 1.0})
+    clock.advance(SCHEDULE["give_up_after_seconds"] + 100)  # no check ran meanwhile
+    failed = lookups("simulator", "failed")
+    w.reconcile_once()
+    assert lookups("simulator", "failed") - failed == 1
+    assert tidings.get(intent.id).state is IntentState.RECONCILING
+    core.configure({"rate_lookup_5xx": 0.0})
+    settle(w, clock, 60)
+    w.dispatch_once()
+    got = tidings.get(intent.id)
+    assert next((a.n, a.state, a.code) for a in got.attempts) == (1, "failed", "NOT_RECEIVED")
+    assert got.state in (IntentState.ACCEPTED, IntentState.DELIVERED)
+    assert deliveries(core) == {attempt_key(intent.id, 2): 1}
+
+
 def test_two_open_calls_to_one_number_are_never_told_apart_by_a_search(
     tidings: Tidings, clock: ManualClock
 ) -> None:

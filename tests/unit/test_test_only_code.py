@@ -48,10 +48,12 @@ PUBLIC = {
     # docs/testing.md call it from the shell.
     "providers/catalog.py:played_profiles",
     # Observers of state their class keeps to itself (the accounts a
-    # reload retired; the clock's offset from the database), read by tests
-    # and kept beside that state so they cannot drift from it.
+    # reload retired; the clock's offset from the database and the error of
+    # its anchor), read by tests and kept beside that state so they cannot
+    # drift from it.
     "providers/accounts.py:ProviderAccounts.retired",
     "store/database_clock.py:DatabaseClock.offset_seconds",
+    "store/database_clock.py:DatabaseClock.error_seconds",
 }
 # Methods a library calls by its own protocol, never by name in src/.
 CALLED_BY_A_LIBRARY = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import logging
 import os
 import signal
 import socket
@@ -19,6 +20,8 @@ from tidings.api.settings import ApiSettings
 from tidings.client import Tidings
 from tidings.platform.signal_wait import sigterm_interrupts
 from tidings.providers.base import ProviderAdapter
+
+log = logging.getLogger("tidings.serve")
 
 STARTUP_FAILURE = 3  # uvicorn's exit status for a server that never started
 # A process that dies is replaced after this pause, so one that cannot
@@ -81,58 +84,102 @@ def serve_processes(
     """
     if importlib.util.find_spec("uvloop") is None:
         raise SystemExit("tidings serve --workers needs uvloop (pip install uvloop)")
+    # Signals are taken one at a time by `sigwaitinfo`, never by a handler:
+    # a handler runs at whatever point the wait loop has reached, and a child
+    # killed just before a stop, reaped after it, was once counted as the
+    # stop's failure. Blocked here, before any fork or thread, so no other
+    # thread takes them; each API process unblocks them for itself.
+    unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, SUPERVISOR_SIGNALS)
     listener = socket.create_server((host, port), reuse_port=False, backlog=2048)
-    stopping = False
     children: dict[int, int] = {}  # pid -> slot
-
-    def stop(signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
 
     def start(slot: int) -> None:
         pid = os.fork()
         if pid == 0:  # the API process
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
             os._exit(_run_one(listener, database_url, host, log_level))
         children[pid] = slot
 
-    for slot in range(workers):
-        start(slot)
-    if then is not None:  # once forked: what this process opens stays its own
-        # Threads it starts never take SIGTERM or SIGINT from this thread,
-        # which waits in os.wait() and is the only one that runs handlers.
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
-        try:
+    try:
+        for slot in range(workers):
+            start(slot)
+        if then is not None:  # once forked: what this process opens stays its own
             then()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+        status = _supervise(children, start)
+    finally:
+        listener.close()
+        signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
+    return status
+
+
+SUPERVISOR_SIGNALS = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT}
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+
+
+def _supervise(children: dict[int, int], start: Callable[[int], None]) -> int:
+    """Replace each API process that dies until a stop comes, then stop them
+    all; the stop's exit status. A child already dead when the stop is taken
+    died before it, and is no failure of the stop: standard signals are taken
+    lowest number first, so a pending SIGTERM or SIGINT comes before the
+    SIGCHLD of a child that died meanwhile."""
+    while True:
+        taken = signal.sigwaitinfo(SUPERVISOR_SIGNALS)
+        if taken.si_signo in STOP_SIGNALS:
+            break
+        for pid, code in _reap(children):
+            log.warning("API process %s exited (%s); starting another", pid, code)
+            slot = children.pop(pid)
+            time.sleep(RESTART_PAUSE_S)
+            if not STOP_SIGNALS & signal.sigpending():
+                start(slot)
+    for pid, code in _reap(children):
+        children.pop(pid)
+        log.warning("API process %s had exited (%s) before the stop", pid, code)
+    dead = {pid for pid in children if _exiting(pid)}
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
     status = 0
     while children:
-        try:
-            pid, code = os.wait()
-        except ChildProcessError:
-            break
-        if pid not in children:
-            continue
-        slot = children.pop(pid)
-        if stopping:
+        for pid, code in _reap(children):
+            children.pop(pid)
+            if pid in dead:
+                log.warning("API process %s had exited (%s) before the stop", pid, code)
+                continue
             # uvicorn ends a drained stop by re-raising the signal it caught
             exited = os.waitstatus_to_exitcode(code)
             clean = exited in (0, -signal.SIGTERM, -signal.SIGINT)
             status = status or (0 if clean else exited)
-        else:
-            sys.stderr.write(f"API process {pid} exited ({code}); starting another\n")
-            time.sleep(RESTART_PAUSE_S)
-            if not stopping:  # a stop during the pause reached every other process
-                start(slot)
-    listener.close()
+        if children:
+            signal.sigwaitinfo(SUPERVISOR_SIGNALS)  # a second stop changes nothing
+    while signal.sigtimedwait(STOP_SIGNALS, 0) is not None:
+        pass  # taken here, not by the default action once they are unblocked
     return status
+
+
+def _exiting(pid: int) -> bool:
+    """Dead but not yet reapable: a killed process's main thread shows as a
+    zombie while its other threads are still exiting, and only then does
+    `waitpid` return it (Linux; elsewhere no process is taken as exiting)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            state = stat.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in ("Z", "X")
+
+
+def _reap(children: dict[int, int]) -> list[tuple[int, int]]:
+    """The children that have exited, reaped without waiting: (pid, wait status)."""
+    gone = []
+    for pid in list(children):
+        with contextlib.suppress(ChildProcessError):
+            reaped, code = os.waitpid(pid, os.WNOHANG)
+            if reaped == pid:
+                gone.append((pid, code))
+    return gone
 
 
 def _run_one(listener: socket.socket, database_url: str, host: str, log_level: str) -> int:

@@ -293,7 +293,7 @@ def _schedule_next(
     intent = ledger.get_intent(conn, attempt.tenant_id, attempt.intent_id)
     assert intent is not None
     schedule = sent_policy(conn, intent).poll_schedule
-    base = current.accepted_at or current.created_at
+    base = _schedule_start(current, schedule.give_up_after_seconds)
     following = next_check_at(schedule, base, current.check_count, rng)
     expired = current.checks_expire_at is not None and now >= current.checks_expire_at
     if following is None or expired:
@@ -305,6 +305,15 @@ def _schedule_next(
         attempts.reschedule_check(conn, AttemptRef.of(attempt), max(final, now), checks_done=last)
     else:
         _reschedule(conn, attempt, max(following, now, not_before or now))
+
+
+def _schedule_start(attempt: Attempt, give_up_after_seconds: float) -> datetime:
+    """Where the attempt's check schedule counts from: its budget's end less
+    the budget, so the schedule moves on with the budget when checks come
+    late (store/sql/queries/attempts.sql, `due_checks`)."""
+    if attempt.checks_expire_at is None:
+        return attempt.accepted_at or attempt.created_at
+    return attempt.checks_expire_at - timedelta(seconds=give_up_after_seconds)
 
 
 def _reschedule(conn: Conn, attempt: Attempt, at: datetime) -> None:

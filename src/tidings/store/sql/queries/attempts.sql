@@ -89,6 +89,10 @@ RETURNING *;
 -- in the same statement: its check counted and pushed to `lease_until`, so
 -- other workers leave it alone while this one looks it up. The values
 -- returned are those before the lease (the schedule counts from them).
+-- A check that comes late moves the budget's end (and with it the schedule,
+-- dispatch/reconcile.py) on by as much: time spent queued on our side is not
+-- time the provider had to tell us, and an outcome left unknown must mean the
+-- provider could not tell, not that we did not ask in time.
 WITH due AS (
     SELECT a.tenant_id, a.intent_id, a.n
     FROM attempts a
@@ -97,7 +101,8 @@ WITH due AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), leased AS (
-    UPDATE attempts a SET check_count = a.check_count + 1, next_check_at = %(lease_until)s
+    UPDATE attempts a SET check_count = a.check_count + 1, next_check_at = %(lease_until)s,
+        checks_expire_at = a.checks_expire_at + greatest(%(now)s - a.next_check_at, interval '0')
     FROM due d
     WHERE a.tenant_id = d.tenant_id AND a.intent_id = d.intent_id AND a.n = d.n
     RETURNING a.tenant_id, a.intent_id, a.n
