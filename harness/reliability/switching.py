@@ -59,7 +59,9 @@ class Switcher:
 
     def switch(self) -> str:
         spec = next(self.plan)
-        old = list(self.fleet.live_workers())
+        # Not the workers a fault is already stopping gracefully: killing one
+        # mid-stop read as a stop that failed (the third hour's worker-271).
+        old = list(self.injector.live())
         self.fleet.switch_profile(spec)
         for _ in old:  # the new ones first, as a rolling deploy does
             self.fleet.start_worker()

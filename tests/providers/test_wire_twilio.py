@@ -119,3 +119,20 @@ def _at(ts: float) -> Any:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(ts, UTC)
+
+
+def test_a_long_list_is_paged_and_its_oldest_message_still_found() -> None:
+    """More messages to one number than a page holds: Twilio names the next
+    page, and the adapter's search reads on to the oldest. A list cut to one
+    page with no next page made an attempt the provider had look never
+    received, and it was sent again (the third hour)."""
+    _, adapter, clock = wired(search_visible_after_ms=0)
+    oldest = adapter.send(sms(), "tdg:oldest:1")
+    assert isinstance(oldest, Accepted)
+    for n in range(150):
+        clock.now += 0.5
+        assert isinstance(adapter.send(sms(), f"tdg:later:{n}"), Accepted)
+    clock.now += 5
+    listed = adapter.search("sms", TO, _at(T0 - 5), _at(clock.now + 5))
+    assert len(listed) == 151
+    assert oldest.provider_message_id in {m.provider_message_id for m in listed}

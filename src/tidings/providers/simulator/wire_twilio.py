@@ -172,23 +172,47 @@ def _send(core: SimulatorCore, account: TwilioAccount, form: Mapping[str, str]) 
 def _list(
     core: SimulatorCore, account: TwilioAccount, path: str, query: Mapping[str, str]
 ) -> Reply:
+    """One page of the Messages list, newest first, paged as Twilio pages it:
+    `next_page_uri` names the next page (`Page`, and a `PageToken` naming the
+    last message of this one, so messages arriving meanwhile do not shift
+    it) and is null only on the last page. A list truncated to one page
+    with a null `next_page_uri` told the adapter a message beyond it did
+    not exist, and an attempt the provider had was judged never received
+    and sent again (docs/reliability.md, the third hour)."""
     to = query.get("To")
     if not to:
         return _error(400, 21604, "The list search needs 'To' here")
-    size = int(query.get("PageSize") or 50)
+    size = min(int(query.get("PageSize") or 50), 1000)
+    number = int(query.get("Page") or 0)
     found = core.search("sms", to, 0.0, None, played="twilio")
-    # Newest first, as Twilio lists them.
-    found.sort(key=lambda m: _stamp(m["created_at"]), reverse=True)
-    page = [_resource(account, m) for m in found[:size]]
+    found.sort(key=lambda m: (_stamp(m["created_at"]), str(m["message_id"])), reverse=True)
+    start = 0
+    token = query.get("PageToken")
+    if token:
+        sids = [str(m["message_id"]) for m in found]
+        if token.removeprefix("PA") not in sids:
+            return _error(400, 20001, f"Invalid PageToken {token}")
+        start = sids.index(token.removeprefix("PA")) + 1
+    chosen = found[start : start + size]
+    following = None
+    if start + size < len(found):
+        params = urlencode(
+            {
+                "To": to,
+                "PageSize": size,
+                "Page": number + 1,
+                "PageToken": "PA" + str(chosen[-1]["message_id"]),
+            }
+        )
+        following = f"{path}?{params}"
     body = {
-        "messages": page,
-        "page": 0,
+        "messages": [_resource(account, m) for m in chosen],
+        "page": number,
         "page_size": size,
         "uri": path,
-        "first_page_uri": path,
+        "first_page_uri": f"{path}?{urlencode({'To': to, 'PageSize': size, 'Page': 0})}",
         "previous_page_uri": None,
-        # The simulator holds few messages: one page answers every search.
-        "next_page_uri": None,
+        "next_page_uri": following,
     }
     return Reply(200, body)
 
