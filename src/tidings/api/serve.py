@@ -134,10 +134,7 @@ def _supervise(children: dict[int, int], start: Callable[[int], None]) -> int:
             time.sleep(RESTART_PAUSE_S)
             if not STOP_SIGNALS & signal.sigpending():
                 start(slot)
-    for pid, code in _reap(children):
-        children.pop(pid)
-        log.warning("API process %s had exited (%s) before the stop", pid, code)
-    dead = {pid for pid in children if _exiting(pid)}
+    dead = {pid for pid in children if _exiting(pid)}  # reapable or not yet
     for pid in children:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
@@ -160,9 +157,10 @@ def _supervise(children: dict[int, int], start: Callable[[int], None]) -> int:
 
 
 def _exiting(pid: int) -> bool:
-    """Dead but not yet reapable: a killed process's main thread shows as a
-    zombie while its other threads are still exiting, and only then does
-    `waitpid` return it (Linux; elsewhere no process is taken as exiting)."""
+    """Dead, whether `waitpid` can return it yet or not: a killed process's
+    main thread shows as a zombie while its other threads are still
+    exiting, and only after them is it reapable (Linux; elsewhere no process
+    is taken as exiting)."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
             state = stat.read().rpartition(")")[2].split()[0]

@@ -21,8 +21,8 @@ stamp causal: a claim this clock stamps precedes, on the server's time,
 whatever the worker does after it (the provider's receipt of the send,
 judged by the reliability run's invariant 2); a deadline is judged at most
 that round trip late, far less than the send's own call takes to arrive.
-`error_seconds` tells that round trip. The monotonic clock drifts parts per million; the anchor is
-renewed every `resync_seconds`. A step of the host's wall clock (NTP, an
+`error_seconds` tells that round trip. The monotonic clock drifts parts per
+million; the anchor is renewed every `resync_seconds`. A step of the host's wall clock (NTP, an
 operator, libfaketime) changes nothing: the monotonic clock does not step.
 
 When the database cannot be reached to anchor, the host's wall clock is

@@ -189,10 +189,10 @@ def _list(
     start = 0
     token = query.get("PageToken")
     if token:
-        sids = [str(m["message_id"]) for m in found]
-        if token.removeprefix("PA") not in sids:
+        try:
+            start = [str(m["message_id"]) for m in found].index(token.removeprefix("PA")) + 1
+        except ValueError:
             return _error(400, 20001, f"Invalid PageToken {token}")
-        start = sids.index(token.removeprefix("PA")) + 1
     chosen = found[start : start + size]
     following = None
     if start + size < len(found):
