@@ -5,8 +5,10 @@ key), bulk jobs, and cancellations racing the workers.
 Recipients are drawn from the simulator's magic destinations in fixed
 shares, so every run exercises undelivered receipts (resends), permanent
 failures, rejections, 429s, 5xx and stalled answers, whatever the global
-fault rates are at the moment. Deadlines are drawn so that many fall due
-while the run is under way.
+fault rates are at the moment. An SMS number's magic is its last four
+digits and its exchange varies, so no number gathers more messages than a
+real recipient's would and a provider's search by number can still find
+one. Deadlines are drawn so that many fall due while the run is under way.
 """
 
 from __future__ import annotations
@@ -33,16 +35,16 @@ BODY = "Hello {{ name }}, your booking {{ booking }} is confirmed."
 # Stalled answers are kept rare: each holds a worker's send slot for the
 # adapter's whole 10 s timeout (see "Findings" in docs/reliability.md).
 PROFILES: tuple[tuple[str, float, str, str, bool], ...] = (
-    ("sms_ok", 42.0, "sms", "+1415555{n4}", False),
+    ("sms_ok", 42.0, "sms", "+1415{nxx}{n4}", False),
     ("email_ok", 27.0, "email", "member{n}@example.org", False),
-    ("sms_undelivered", 7.0, "sms", "+14155550001", False),
+    ("sms_undelivered", 7.0, "sms", "+1415{nxx}0001", False),
     ("email_bounce", 5.0, "email", "bounce+{n}@example.org", False),
-    ("sms_failed", 3.0, "sms", "+14155550002", False),
-    ("sms_invalid", 3.0, "sms", "+14155550000", False),
-    ("sms_stall", 0.7, "sms", "+14155550408", False),
+    ("sms_failed", 3.0, "sms", "+1415{nxx}0002", False),
+    ("sms_invalid", 3.0, "sms", "+1415{nxx}0000", False),
+    ("sms_stall", 0.7, "sms", "+1415{nxx}0408", False),
     ("email_stall", 0.3, "email", "timeout+{n}@example.org", False),
-    ("sms_5xx", 2.0, "sms", "+14155550500", True),
-    ("sms_429", 1.5, "sms", "+14155550429", True),
+    ("sms_5xx", 2.0, "sms", "+1415{nxx}0500", True),
+    ("sms_429", 1.5, "sms", "+1415{nxx}0429", True),
 )
 RIVAL_SHARE = 0.2  # of the HTTP trickle, created again by the rival tenant
 # Long enough to outlive a flood's own transaction, short enough to pass mid-run.
@@ -136,7 +138,7 @@ class Workload:
             self._n += 1
             n = self._n
         kind, _, channel, pattern, near = rng.choices(PROFILES, [p[1] for p in PROFILES])[0]
-        to = pattern.format(n=n, n4=f"{100 + n % 300:04d}")
+        to = pattern.format(n=n, n4=f"{100 + n % 300:04d}", nxx=200 + n // 300 % 800)
         recipient: dict[str, Any] = {"ref": f"member-{n}"}
         recipient["phone" if channel == "sms" else "email"] = to
         body: dict[str, Any] = {

@@ -265,9 +265,21 @@ def test_a_killed_api_process_of_serve_workers_holds_nothing(home: Path, tmp_pat
         what="the API processes",
     )
     children[0].kill()
+    # The death seen and the process replaced before the stop: a death the
+    # stop itself meets is the next test's interleaving.
+    wait_until(
+        lambda: f"API process {children[0].pid} exited" in log.read_text() or None,
+        what="the supervisor to see the death",
+    )
+    replaced = wait_until(
+        lambda: [c for c in psutil.Process(proc.pid).children() if api_process(c)][1:] or None,
+        what="another API process",
+    )
+    assert children[0].pid not in {c.pid for c in replaced}
     wait_http(f"http://127.0.0.1:{port}/healthz", proc)
     proc.send_signal(signal.SIGTERM)
     assert finish(proc, log) == 0, log.read_text()
+    assert "before the stop" not in log.read_text()
     assert_stops(home)
 
 
