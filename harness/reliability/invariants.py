@@ -22,6 +22,7 @@ from tidings.domain.transitions import TABLE, Event
 from tidings.providers.simulator.profiles import PROFILES
 
 from .keyless import keyless, unaccounted
+from .searches import ended, searched_in_vain
 
 ACCEPTED_OUTCOMES = ("accepted", "timeout_after_accept", "error_5xx_after_accept")
 # Workers scan at least every second; anything due longer than this was missed.
@@ -345,7 +346,10 @@ def unknown_only_where_the_provider_cannot_tell(s: Snapshot) -> list[str]:
             found.append(f"{i['id']}: unknown, but its call never started")
             continue
         offered = _offered(s, last)
-        proves = any(offered.get(k) for k in ("lookup_by_key", "reference_search", "list_search"))
+        proves = any(offered.get(k) for k in ("lookup_by_key", "reference_search"))
+        if not proves and offered.get("list_search"):
+            until = ended(s.transitions, i["id"], s.now)
+            proves = not searched_in_vain(s.ledger_after, s.attempts, last, until)
         if proves and not any(accepted[a["attempt_key"]] for a in mine):
             found.append(
                 f"{i['id']}: unknown at {offered.get('name')}, which can prove no request "

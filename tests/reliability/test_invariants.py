@@ -11,6 +11,7 @@ from harness.reliability import invariants as inv
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 ID = uuid.UUID("01a22900-0000-7000-8000-000000000001")
+ID2 = uuid.UUID("01a22900-0000-7000-8000-000000000002")
 KEY1, KEY2 = "k:attempt:1", "k:attempt:2"
 
 
@@ -270,6 +271,32 @@ def test_unknown_without_a_started_call_is_caught() -> None:
 def test_unknown_where_the_provider_could_prove_absence_is_caught() -> None:
     found = broken(unknown_after(started=True, reached=False, profile=LIST_SEARCH))
     assert "can prove no request" in found["unknown_only_where_the_provider_cannot_tell"][0]
+
+
+def beside_another_call(claimed: bool) -> inv.Snapshot:
+    """The intent's call to a number answered 500 (no message); another
+    attempt's call to the same number, a moment later, left a message there,
+    claimed by no attempt of ours (its worker died) or claimed."""
+    s = unknown_after(started=True, reached=False, profile=LIST_SEARCH)
+    number = {"destination_hash": "h1", "profile": "twilio"}
+    other = {**send("other:attempt:1", 1.4), **number, "provider_message_id": "SM9"}
+    s.ledger_after = [{**send(KEY1, 1.3, "error_5xx"), **number}, other]
+    if claimed:
+        s.attempts.append({**attempt(1, "other:attempt:1", "accepted"), "intent_id": ID2})
+        s.attempts[-1]["provider_message_id"] = "SM9"
+    return s
+
+
+def test_unknown_where_a_list_search_met_another_calls_message_is_no_violation() -> None:
+    """Dispatch's rule (two open calls to one number are never told apart by
+    a search, test_profile_reconcile.py): neither is provable, so neither is
+    sent again; the hour of 2026-12-05 16:39 flagged two such intents."""
+    assert inv.unknown_only_where_the_provider_cannot_tell(beside_another_call(False)) == []
+
+
+def test_unknown_where_the_other_message_was_claimed_is_still_caught() -> None:
+    found = inv.unknown_only_where_the_provider_cannot_tell(beside_another_call(True))
+    assert len(found) == 1 and "can prove no request" in found[0]
 
 
 def test_a_send_carrying_no_key_of_ours_is_counted_against_lost_answers() -> None:

@@ -181,6 +181,22 @@ def test_stdlib_logging_is_routed_and_redacted(stream: io.StringIO) -> None:
     assert "frank@" not in stream.getvalue() and "gina@" not in stream.getvalue()
 
 
+def test_an_http_clients_request_line_loses_the_number_it_searched_for(
+    stream: io.StringIO,
+) -> None:
+    """httpx's own INFO line, as it writes it for a provider's list search."""
+    import httpx
+
+    url = httpx.URL("http://sim/Messages.json", params={"To": "+14155550100", "PageSize": 100})
+    logging.getLogger("httpx").info(
+        'HTTP Request: %s %s "%s %d %s"', "GET", url, "HTTP/1.1", 200, "OK"
+    )
+    [line] = lines(stream)
+    assert line["event"] == (
+        'HTTP Request: GET http://sim/Messages.json?To=<phone>&PageSize=100 "HTTP/1.1 200 OK"'
+    )
+
+
 def test_stdlib_exception_is_redacted(stream: io.StringIO) -> None:
     try:
         raise RuntimeError("boom for hank@example.com")

@@ -49,6 +49,18 @@ def test_email_inside_url_is_redacted() -> None:
     assert "bob@example.com" not in out and "example.com" not in out
 
 
+@pytest.mark.parametrize("plus", ["%2B", "%2b"])
+def test_a_number_in_a_query_string_is_redacted_with_its_plus_encoded(plus: str) -> None:
+    """httpx logs each request's URL: a provider's list search by number
+    (`Messages.json?To=%2B14155550100`) wrote the number into every worker's
+    log until its encoded plus was read as one."""
+    line = f'HTTP Request: GET http://sim/Messages.json?To={plus}14155550100&PageSize=100 "200 OK"'
+    out = redact_text(line)
+    assert "4155550100" not in out
+    assert out == line.replace(f"{plus}14155550100", PHONE_PLACEHOLDER)
+    assert redact_text(f"to={plus}44%207700%20900123") == f"to={PHONE_PLACEHOLDER}"
+
+
 @pytest.mark.parametrize(
     "number",
     [

@@ -121,6 +121,10 @@ _PHONE = re.compile(
 # which the pattern above stops at; judged by the same 7-digit rule, and
 # tried first so that the national pass cannot leave the country code behind.
 _LOOSE_INTERNATIONAL = re.compile(r"\+\d[\d \-]{6,}\d")
+# The same in a URL's query string, its plus (and spaces) percent-encoded:
+# an HTTP client logs the URL of a provider's search by number (Twilio's
+# `Messages.json?To=%2B1...`), which the patterns above never see as a number.
+_ENCODED_INTERNATIONAL = re.compile(r"%2[Bb]\d(?:%20|[\d\-.])*\d")
 _DIGIT = re.compile(r"\d")
 _SEPARATOR = re.compile(r"[ \-./()]")
 
@@ -162,7 +166,15 @@ def _loose_repl(match: re.Match[str]) -> str:
     return PHONE_PLACEHOLDER if len(_DIGIT.findall(text)) >= 7 else text
 
 
+def _encoded_repl(match: re.Match[str]) -> str:
+    text = match.group(0)
+    digits = _DIGIT.findall(text[3:].replace("%20", ""))
+    return PHONE_PLACEHOLDER if len(digits) >= 7 else text
+
+
 def _redact_unprotected(text: str) -> str:
+    if "%2" in text:
+        text = _ENCODED_INTERNATIONAL.sub(_encoded_repl, text)
     return _PHONE.sub(_phone_repl, _LOOSE_INTERNATIONAL.sub(_loose_repl, text))
 
 
