@@ -22,14 +22,13 @@ from tidings.domain.transitions import TABLE, Event
 from tidings.providers.simulator.profiles import PROFILES
 
 from .keyless import keyless, unaccounted
-from .searches import ended, searched_in_vain
+from .rows import ACCEPTED_OUTCOMES, Row, when
+from .searches import ListSearches, unknown_since
 
-ACCEPTED_OUTCOMES = ("accepted", "timeout_after_accept", "error_5xx_after_accept")
 # Workers scan at least every second; anything due longer than this was missed.
 DUE_SLACK = timedelta(seconds=10)
 # The sweeper runs every second; a passed deadline must be enforced by then.
 DEADLINE_SLACK = timedelta(seconds=10)
-Row = dict[str, Any]
 
 
 @dataclass
@@ -61,10 +60,6 @@ def _accepted_keys(ledger: list[Row]) -> Counter[str]:
     return Counter(e["idempotency_key"] for e in ledger if e["outcome"] in ACCEPTED_OUTCOMES)
 
 
-def _when(value: str | datetime) -> datetime:
-    return value if isinstance(value, datetime) else datetime.fromisoformat(value)
-
-
 def one_acceptance_per_attempt_key(s: Snapshot) -> list[str]:
     """The provider accepted each attempt key at most once."""
     return [
@@ -92,7 +87,7 @@ def every_send_had_a_committed_claim(s: Snapshot) -> list[str]:
         claim = claims.get((attempt["intent_id"], attempt["n"]))
         if claim is None:
             found.append(f"{entry['idempotency_key']}: sent, but no claim transition exists")
-        elif _when(entry["received_at"]) < claim["at"]:
+        elif when(entry["received_at"]) < claim["at"]:
             found.append(f"{entry['idempotency_key']}: sent before its claim committed")
     return found + unaccounted(s, unnamed)
 
@@ -336,6 +331,8 @@ def unknown_only_where_the_provider_cannot_tell(s: Snapshot) -> list[str]:
     sent again, not left unknown."""
     accepted = _accepted_keys(s.ledger_after)
     attempts = s.by_intent(s.attempts)
+    searches = ListSearches(s.ledger_after, s.attempts)
+    ends = unknown_since(s.transitions)
     found = []
     for i in s.intents:
         if i["state"] != IntentState.UNKNOWN.value:
@@ -348,8 +345,7 @@ def unknown_only_where_the_provider_cannot_tell(s: Snapshot) -> list[str]:
         offered = _offered(s, last)
         proves = any(offered.get(k) for k in ("lookup_by_key", "reference_search"))
         if not proves and offered.get("list_search"):
-            until = ended(s.transitions, i["id"], s.now)
-            proves = not searched_in_vain(s.ledger_after, s.attempts, last, until)
+            proves = not searches.in_vain(last, ends.get(i["id"], s.now))
         if proves and not any(accepted[a["attempt_key"]] for a in mine):
             found.append(
                 f"{i['id']}: unknown at {offered.get('name')}, which can prove no request "

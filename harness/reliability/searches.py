@@ -11,52 +11,57 @@ invariant that calls the second one provable judges the rule, not the run.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 from tidings.dispatch.lookup import CLOCK_SKEW
 
-Row = dict[str, Any]
-# The outcomes after which the provider holds a message it would list.
-LISTED_OUTCOMES = ("accepted", "timeout_after_accept", "error_5xx_after_accept")
+from .rows import ACCEPTED_OUTCOMES, Row, when
 
 
-def _when(value: str | datetime) -> datetime:
-    return value if isinstance(value, datetime) else datetime.fromisoformat(value)
+class ListSearches:
+    """The simulator's ledger indexed once, by key and by number, for every
+    unknown attempt's question (a scan per attempt is hours at a soak's
+    size: docs/reliability.md, the second hour's report)."""
+
+    def __init__(self, ledger: Iterable[Row], attempts: Iterable[Row]) -> None:
+        self._by_key: dict[str, list[Row]] = defaultdict(list)
+        self._by_number: dict[tuple[Any, Any], list[Row]] = defaultdict(list)
+        for entry in ledger:
+            self._by_key[entry["idempotency_key"]].append(entry)
+            if entry["outcome"] in ACCEPTED_OUTCOMES:
+                self._by_number[_number(entry)].append(entry)
+        self._claimed = {a.get("provider_message_id") for a in attempts} - {None}
+
+    def in_vain(self, attempt: Row, until: datetime) -> bool:
+        """Whether every list search for `attempt` (from its call to `until`,
+        when it ended unknown) met a message to its number that another
+        attempt's call left there and no attempt of ours claimed."""
+        key, started = attempt["attempt_key"], attempt.get("call_started_at")
+        numbers = {_number(e) for e in self._by_key.get(key, [])} - {(None, None)}
+        if not numbers or started is None:
+            return False
+        since = when(started) - CLOCK_SKEW
+        return any(
+            entry["idempotency_key"] != key
+            and entry.get("provider_message_id") not in self._claimed
+            and since <= when(entry["received_at"]) <= until + CLOCK_SKEW
+            for number in numbers
+            for entry in self._by_number.get(number, [])
+        )
 
 
-def searched_in_vain(
-    ledger: Iterable[Row], attempts: Iterable[Row], attempt: Row, until: datetime
-) -> bool:
-    """Whether every list search for `attempt` (from its call to `until`, when
-    it ended unknown) met a message to its number that another attempt's call
-    left there and no attempt of ours claimed."""
-    ledger = list(ledger)
-    own = [e for e in ledger if e["idempotency_key"] == attempt["attempt_key"]]
-    numbers = {(e.get("destination_hash"), e.get("profile")) for e in own}
-    numbers.discard((None, None))
-    if not numbers or attempt.get("call_started_at") is None:
-        return False
-    since = _when(attempt["call_started_at"]) - CLOCK_SKEW
-    claimed = {a.get("provider_message_id") for a in attempts} - {None}
-    for entry in ledger:
-        if (
-            entry["idempotency_key"] != attempt["attempt_key"]
-            and (entry.get("destination_hash"), entry.get("profile")) in numbers
-            and entry["outcome"] in LISTED_OUTCOMES
-            and entry.get("provider_message_id") not in claimed
-            and since <= _when(entry["received_at"]) <= until + CLOCK_SKEW
-        ):
-            return True
-    return False
+def _number(entry: Row) -> tuple[Any, Any]:
+    return entry.get("destination_hash"), entry.get("profile")
 
 
-def ended(transitions: Iterable[Row], intent_id: Any, otherwise: datetime) -> datetime:
-    """When the intent became unknown: its last list search came before."""
-    ends = [
-        _when(t["at"])
-        for t in transitions
-        if t["intent_id"] == intent_id and t["to_state"] == "unknown"
-    ]
-    return max(ends, default=otherwise)
+def unknown_since(transitions: Iterable[Row]) -> dict[Any, datetime]:
+    """When each intent became unknown: its last list search came before."""
+    ends: dict[Any, datetime] = {}
+    for t in transitions:
+        if t["to_state"] == "unknown":
+            at = when(t["at"])
+            ends[t["intent_id"]] = max(at, ends.get(t["intent_id"], at))
+    return ends
