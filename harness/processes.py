@@ -24,12 +24,12 @@ STACKS = "most recent call first"
 
 
 @contextmanager
-def simulator(**config: Any) -> Iterator[str]:
+def simulator(output: IO[bytes] | None = None, **config: Any) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tidings.cli", "simulator", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=output or subprocess.DEVNULL,
+        stderr=subprocess.STDOUT if output else subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
     try:

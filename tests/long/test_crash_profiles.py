@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 from harness.processes import ledger, simulator, start_api, start_worker, wait_http, wait_until
@@ -156,7 +157,8 @@ def _run(url: str, home: Path, profile: str) -> Run:
             "seed": 5,
             "wire": profile in WIRED,
         }
-        with simulator(**sim_config) as sim:
+        sim_log = home / "simulator.log"  # why it stopped answering, if it did
+        with sim_log.open("wb") as sim_output, simulator(sim_output, **sim_config) as sim:
             env["TIDINGS_SIMULATOR_URL"] = sim
             if profile in WIRED:  # the provider's real adapter, over its wire
                 env |= adapter_env(profile, sim, secret, hook)
@@ -194,7 +196,11 @@ def _run(url: str, home: Path, profile: str) -> Run:
                 api.terminate()
                 api.wait(timeout=30)
                 api_log.close()
-            run.ledger = ledger(sim)
+            try:
+                run.ledger = ledger(sim)
+            except httpx.HTTPError as exc:
+                tail = sim_log.read_text(errors="replace")[-6_000:]
+                raise AssertionError(f"{profile}'s simulator at {sim}: {exc!r}:\n{tail}") from None
         run.alerts = evaluate_alerts(t.db, t.clock.now())
     return run
 
