@@ -39,6 +39,7 @@ from . import (
     database,
     faults,
     invariants,
+    logscan,
     memory,
     placement,
     probes,
@@ -277,6 +278,7 @@ def _run(
         evidence.extra["hostile_tenant_isolated"] = work.hostile.check()
     if old_month is not None:
         evidence.extra["old_month_purged"] = old_month.check()
+    evidence.extra["no_destination_in_logs"] = logscan.check(log_dir)
     non_duplicate = {k: n for k, n in injector.replay_effects.items() if k != "duplicate"}
     evidence.extra["replayed_webhooks_change_nothing"] = (
         [f"replayed webhooks had effects {non_duplicate}"] if non_duplicate else []
