@@ -131,8 +131,8 @@ def _open_transactions(db_url: str) -> int:
     with psycopg.connect(db_url) as conn:
         row = conn.execute(
             "SELECT count(*) FROM pg_stat_activity"
-            " WHERE pid <> pg_backend_pid() AND xact_start < now() - %s::interval"
-            " AND state <> 'active'",
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " AND xact_start < now() - %s::interval AND state <> 'active'",
             (HELD_OPEN,),
         ).fetchone()
     return int(row[0]) if row else 0
@@ -165,7 +165,7 @@ def _why(db_url: str, ids: list[str]) -> dict[str, Any]:
         waits = conn.execute(
             "SELECT pid, state, wait_event_type, wait_event, pg_blocking_pids(pid),"
             " now() - xact_start, left(query, 120) FROM pg_stat_activity"
-            " WHERE pid <> pg_backend_pid()"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
             " AND (xact_start IS NOT NULL OR wait_event_type = 'Lock')"
         ).fetchall()
         holds = conn.execute(
