@@ -28,7 +28,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
 
@@ -127,29 +127,36 @@ def _stop_outside_transactions(db_url: str, others: list[Proc]) -> None:
         time.sleep(0.3)  # let them finish what they hold before the next try
 
 
-def _open_transactions(db_url: str) -> int:
+def _one(db_url: str, sql: LiteralString, params: tuple[Any, ...] = ()) -> Any:
+    """The first column of the one row `sql` returns (None: no row)."""
     with psycopg.connect(db_url) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            " AND xact_start < now() - %s::interval AND state <> 'active'",
-            (HELD_OPEN,),
-        ).fetchone()
-    return int(row[0]) if row else 0
+        row = conn.execute(sql, params).fetchone()
+    return None if row is None else row[0]
+
+
+def _open_transactions(db_url: str) -> int:
+    found = _one(
+        db_url,
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        " AND xact_start < now() - %s::interval AND state <> 'active'",
+        (HELD_OPEN,),
+    )
+    return int(found or 0)
 
 
 def _held_for(db_url: str, ids: list[str]) -> float:
     """Seconds until the last pause of an account, or hold of the intents'
     tenant on one, ends (0: none)."""
-    with psycopg.connect(db_url) as conn:
-        row = conn.execute(
-            "SELECT greatest(0, extract(epoch FROM greatest("
-            " (SELECT max(paused_until) FROM provider_pauses),"
-            " (SELECT max(b.held_until) FROM provider_backoffs b WHERE b.tenant_id IN"
-            "   (SELECT tenant_id FROM intents WHERE id = ANY(%s::uuid[])))) - now()))",
-            (ids,),
-        ).fetchone()
-    return round(float(row[0]), 2) if row and row[0] is not None else 0.0
+    seconds = _one(
+        db_url,
+        "SELECT greatest(0, extract(epoch FROM greatest("
+        " (SELECT max(paused_until) FROM provider_pauses),"
+        " (SELECT max(b.held_until) FROM provider_backoffs b WHERE b.tenant_id IN"
+        "   (SELECT tenant_id FROM intents WHERE id = ANY(%s::uuid[])))) - now()))",
+        (ids,),
+    )
+    return round(float(seconds), 2) if seconds is not None else 0.0
 
 
 def _why(db_url: str, ids: list[str]) -> dict[str, Any]:
@@ -209,19 +216,19 @@ def _claimed_by(db_url: str, ids: list[str], pid: int) -> bool:
 
 
 def _claimed_lately(db_url: str, pid: int, seconds: float) -> bool:
-    with psycopg.connect(db_url) as conn:
-        row = conn.execute(
+    return bool(
+        _one(
+            db_url,
             "SELECT EXISTS (SELECT 1 FROM transitions WHERE event = 'claim'"
             " AND at > now() - make_interval(secs => %s) AND actor LIKE %s)",
             (seconds, f"worker:%:{pid}:%"),
-        ).fetchone()
-    return bool(row and row[0])
+        )
+    )
 
 
 def _state(db_url: str, intent_id: str) -> str | None:
-    with psycopg.connect(db_url) as conn:
-        row = conn.execute("SELECT state FROM intents WHERE id = %s", (intent_id,)).fetchone()
-    return None if row is None else str(row[0])
+    state = _one(db_url, "SELECT state FROM intents WHERE id = %s", (intent_id,))
+    return None if state is None else str(state)
 
 
 def _wait(condition: Any, timeout: float) -> bool:
